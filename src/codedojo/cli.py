@@ -1,0 +1,46 @@
+"""The `codedojo` command. Each package contributes its subcommands through a `register` function in
+its own `cli` module; those modules import nothing heavy at import time, so `codedojo --help` is fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules with `register(subparsers)`; each adds parsers whose defaults carry `func(args) -> int`.
+COMMAND_MODULES = (
+    "codedojo.tasks.cli",
+    "codedojo.trial.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="codedojo", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"codedojo {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def _version() -> str:
+    from codedojo import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
