@@ -35,7 +35,7 @@ def _parse_size_mb(key: str, value: Any) -> Any:
     if not m:
         raise ValueError(f"{key} = {value!r} is not a size like '512M' or '4G'")
     unit = (m.group(2) or "M").upper()
-    return int(round(float(m.group(1)) * _UNIT_MB["B" if unit == "B" else unit[0]]))
+    return round(float(m.group(1)) * _UNIT_MB["B" if unit == "B" else unit[0]])
 
 
 def _parse_network(key: str, value: Any) -> Any:

@@ -169,3 +169,22 @@ def write_task(
         if rel.endswith(".sh"):
             target.chmod(0o755)
     return Task.load(path)
+
+
+def examples_dir() -> Path:
+    """The tiny example tasks that ship with codedojo (used by the README and the tests)."""
+    return Path(__file__).with_name("examples")
+
+
+def discover_tasks(paths: list[Path]) -> list[Path]:
+    """Task directories named by `paths`: each path is a task or a folder searched for tasks, sorted."""
+    found: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if (path / "task.toml").is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p.parent for p in path.rglob("task.toml")))
+        else:
+            raise TaskError(f"{path}: no such task or directory")
+    return found

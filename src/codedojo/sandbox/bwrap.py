@@ -1,0 +1,297 @@
+"""A bubblewrap namespace with an init process that runs commands on request (`IsolatedShell`).
+
+Starting a sandbox launches, once, a short chain of execs (Python never forks with a callback, which
+would copy a large trainer process and is unsafe with threads):
+
+    bash launcher (root) : joins the sandbox's cgroups
+    -> setpriv           : drops to the unprivileged sandbox uid (when started as root)
+    -> bwrap             : new user/pid/net/ipc/uts/cgroup/mount namespaces and the filesystem layout
+    -> python3 init      : PID 1 of the namespace (codedojo/sandbox/init_server.py)
+
+Each command is then a fork+exec of `bash -c` by the init process, which costs about as much as a
+plain subprocess; rlimits are applied in the forked child. The init process and everything in the
+namespace die with the launcher (bwrap --die-with-parent, PID-namespace teardown).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from codedojo.sandbox.base import (
+    ExecResult,
+    SandboxClosedError,
+    SandboxError,
+    SandboxLimits,
+    SandboxStartError,
+)
+from codedojo.sandbox.host import SYSTEM_DIRS, bwrap_path, sandbox_python
+
+LAUNCHER = 'while [ "$1" != "--" ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+_KILL_GRACE_SEC = 5.0
+
+
+@functools.cache
+def _init_source() -> str:
+    return (Path(__file__).with_name("init_server.py")).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host directory made visible at `target` inside the sandbox."""
+
+    host: str
+    target: str
+    writable: bool
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a sandbox is started and what every command in it is limited to."""
+
+    uid: int | None
+    """Host uid the sandbox runs as (None: stay the current user)."""
+    cgroup_procs: tuple[str, ...]
+    """cgroup.procs files the launcher joins before anything else runs."""
+    limits: SandboxLimits
+    rlimit_memory: bool
+    """Also cap address space per process (when no memory cgroup is available)."""
+    nproc_limit: int | None
+    """RLIMIT_NPROC for the sandbox uid (when no pids cgroup is available)."""
+
+    def rlimits(self) -> dict[str, int]:
+        limits = self.limits
+        out = {"core": 0, "cpu": limits.cpu_time_sec, "fsize": limits.file_size_mb * 2**20}
+        if self.rlimit_memory and limits.memory_mb:
+            out["as"] = limits.memory_mb * 2**20
+        if self.nproc_limit is not None:
+            out["nproc"] = self.nproc_limit
+        return out
+
+
+def bwrap_args(*, binds: Sequence[Bind], cwd: str, network: bool, status_fd: int) -> list[str]:
+    args = [bwrap_path(), "--unshare-all", "--uid", "0", "--gid", "0", "--hostname", "sandbox",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--as-pid-1",
+            "--json-status-fd", str(status_fd)]
+    if network:
+        args.append("--share-net")
+    for name in SYSTEM_DIRS:
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for bind in sorted(binds, key=lambda b: b.target.count("/")):
+        args += ["--bind" if bind.writable else "--ro-bind", bind.host, bind.target]
+    args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", cwd]
+    return args
+
+
+class _Capture:
+    """Keeps the first and last `limit // 2` bytes of a stream and counts what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        if len(self.tail) > self.half:
+            excess = len(self.tail) - self.half
+            self.dropped += excess
+            del self.tail[:excess]
+
+    def text(self) -> str:
+        if self.dropped:
+            marker = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode()
+            return (bytes(self.head) + marker + bytes(self.tail)).decode("utf-8", "replace")
+        return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+
+
+async def _drain(fd: int, capture: _Capture) -> None:
+    """Read a pipe to EOF without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    readable = asyncio.Event()
+    loop.add_reader(fd, readable.set)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                readable.clear()
+                await readable.wait()
+                continue
+            if not chunk:
+                return
+            capture.feed(chunk)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+class IsolatedShell:
+    """One bubblewrap namespace whose init process runs commands; create with `await IsolatedShell.start()`."""
+
+    def __init__(self, *, proc: asyncio.subprocess.Process, sock: socket.socket, launch: Launch,
+                 init_pid_host: int | None) -> None:
+        self._proc = proc
+        self._sock = sock
+        self._launch = launch
+        self.init_pid_host = init_pid_host
+        self._dead = False
+
+    @classmethod
+    async def start(cls, *, launch: Launch, binds: Sequence[Bind], cwd: str, timeout_sec: float = 30.0
+                    ) -> IsolatedShell:
+        python = sandbox_python()
+        if python is None:
+            raise SandboxStartError("the local sandbox needs the host's python3 in /usr/bin (apt-get install python3)")
+        host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_r, status_w = os.pipe()
+        argv = ["/bin/bash", "-c", LAUNCHER, "codedojo-launch", *launch.cgroup_procs, "--"]
+        if launch.uid is not None:
+            argv += ["setpriv", f"--reuid={launch.uid}", f"--regid={launch.uid}", "--clear-groups", "--"]
+        argv += bwrap_args(binds=binds, cwd=cwd, network=launch.limits.network, status_fd=status_w)
+        argv += ["--", python, "-I", "-S", "-c", _init_source(), str(child_sock.fileno())]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                pass_fds=(child_sock.fileno(), status_w), env={},
+            )
+        except OSError as e:
+            raise SandboxStartError(f"could not start bubblewrap: {e}") from e
+        finally:
+            child_sock.close()
+            os.close(status_w)
+        host_sock.setblocking(False)
+        shell = cls(proc=proc, sock=host_sock, launch=launch, init_pid_host=None)
+        try:
+            ready = await asyncio.wait_for(shell._receive(), timeout=timeout_sec)
+        except (TimeoutError, SandboxError) as e:
+            stderr = b""
+            if proc.stderr is not None:
+                with contextlib.suppress(TimeoutError):
+                    await shell.close()
+                    stderr = await asyncio.wait_for(proc.stderr.read(), timeout=1.0)
+            os.close(status_r)
+            detail = stderr.decode("utf-8", "replace").strip() or str(e) or "no answer from the init process"
+            raise SandboxStartError(f"the sandbox did not start: {detail}") from None
+        if ready.get("op") != "ready":
+            await shell.close()
+            os.close(status_r)
+            raise SandboxStartError(f"unexpected first message from the sandbox: {ready}")
+        shell.init_pid_host = _read_child_pid(status_r)
+        return shell
+
+    async def _receive(self) -> dict[str, object]:
+        loop = asyncio.get_running_loop()
+        try:
+            data = await loop.sock_recv(self._sock, 1 << 16)
+        except OSError as e:
+            self._dead = True
+            raise SandboxClosedError(f"lost the sandbox's init process: {e}") from e
+        if not data:
+            self._dead = True
+            raise SandboxClosedError("the sandbox's init process exited")
+        return json.loads(data.decode())
+
+    def _send(self, message: Mapping[str, object], fds: Sequence[int] = ()) -> None:
+        payload = json.dumps(message).encode()
+        try:
+            if fds:
+                self._sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            else:
+                self._sock.send(payload)
+        except OSError as e:
+            self._dead = True
+            raise SandboxClosedError(f"lost the sandbox's init process: {e}") from e
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self._proc.returncode is None
+
+    async def exec(self, command: str, *, env: Mapping[str, str], cwd: str, timeout_sec: float) -> ExecResult:
+        """Run `bash -c command`; one at a time (the caller serialises)."""
+        if not self.alive:
+            raise SandboxClosedError("the sandbox is not running")
+        limits = self._launch.limits
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        started = time.monotonic()
+        try:
+            self._send({"op": "exec", "argv": ["/bin/bash", "-c", command], "cwd": cwd, "env": dict(env),
+                        "rlimits": self._launch.rlimits()}, fds=(out_w, err_w))
+        except SandboxError:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+        readers = asyncio.gather(_drain(out_r, out), _drain(err_r, err))
+        exited = asyncio.ensure_future(self._receive())
+        timed_out = False
+        try:
+            done, _ = await asyncio.wait({exited}, timeout=timeout_sec)
+            if not done:
+                timed_out = True
+                self._send({"op": "kill"})
+                done, _ = await asyncio.wait({exited}, timeout=_KILL_GRACE_SEC)
+                if not done:
+                    raise SandboxError(f"the sandbox did not stop a timed-out command within {_KILL_GRACE_SEC}s")
+            message = exited.result()
+            await asyncio.wait_for(readers, timeout=_KILL_GRACE_SEC)
+        except BaseException:
+            exited.cancel()
+            readers.cancel()
+            raise
+        status = int(message["status"])  # type: ignore[call-overload]
+        return ExecResult(stdout=out.text(), stderr=err.text(), return_code=status, timed_out=timed_out,
+                          truncated_bytes=out.dropped + err.dropped, duration_sec=time.monotonic() - started)
+
+    async def close(self) -> None:
+        """Kill the namespace (launcher, bwrap, init and every command) and wait for it to go."""
+        self._dead = True
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            await self._proc.wait()
+
+
+def _read_child_pid(fd: int) -> int | None:
+    """bwrap reports the host pid of the sandbox's PID 1 on its status descriptor."""
+    try:
+        os.set_blocking(fd, False)
+        with contextlib.suppress(BlockingIOError):
+            data = os.read(fd, 65536)
+            for line in data.decode("utf-8", "replace").splitlines():
+                with contextlib.suppress(json.JSONDecodeError, AttributeError, TypeError):
+                    pid = json.loads(line).get("child-pid")
+                    if pid is not None:
+                        return int(pid)
+    finally:
+        os.close(fd)
+    return None

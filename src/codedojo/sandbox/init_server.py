@@ -1,0 +1,167 @@
+"""The init process of a local sandbox: PID 1 of its PID namespace, running each command on request.
+
+This file runs INSIDE the sandbox under the host's own python3 (`python3 -I -S -c <this source> FD`), so
+it uses only the standard library and stays compatible with Python 3.8. It talks to the host over the
+SOCK_SEQPACKET socket FD, one JSON message per packet:
+
+    host -> init: {"op": "exec", "argv": [...], "cwd": ..., "env": {...}, "rlimits": {...}}
+                  with the command's stdout and stderr pipe ends attached (SCM_RIGHTS)
+    init -> host: {"op": "exited", "status": N}   (N < 0: killed by signal -N)
+    host -> init: {"op": "kill"}                  (timeout: kill the command and everything it started)
+
+After a command's main process exits, every other process in the namespace is killed, so nothing a
+command starts outlives it. Being PID 1 of the namespace, this process receives no signal from inside it
+unless it installed a handler (it installs none), and it marks itself non-dumpable so commands cannot
+ptrace it or open its descriptors through /proc.
+"""
+
+import array
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+PR_SET_DUMPABLE = 4
+RLIMITS = {
+    "cpu": resource.RLIMIT_CPU,
+    "fsize": resource.RLIMIT_FSIZE,
+    "as": resource.RLIMIT_AS,
+    "nproc": resource.RLIMIT_NPROC,
+    "core": resource.RLIMIT_CORE,
+}
+
+
+def send(sock, message):
+    sock.send(json.dumps(message).encode())
+
+
+def receive(sock):
+    fds = array.array("i")
+    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, socket.CMSG_LEN(2 * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data:
+        return None, []
+    return json.loads(data.decode()), list(fds)
+
+
+def others():
+    me = os.getpid()
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            pids.append(int(name))
+    return pids
+
+
+REAPED = {}
+
+
+def reap():
+    """Collect every exited child (orphans re-parent to PID 1), remembering their statuses."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        REAPED[pid] = status
+
+
+def kill_everything():
+    for _ in range(1000):
+        pids = others()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap()
+        select.select([], [], [], 0.002)
+
+
+def spawn(request, out_fd, err_fd):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for name, value in request.get("rlimits", {}).items():
+            resource.setrlimit(RLIMITS[name], (value, value))
+        try:
+            os.chdir(request["cwd"])
+        except OSError as e:
+            os.write(2, f"cannot change to directory {request['cwd']}: {e.strerror}\n".encode())
+            os._exit(126)
+        argv = request["argv"]
+        os.execve(argv[0], argv, request["env"])
+    except BaseException as e:
+        try:
+            os.write(2, f"sandbox: cannot run command: {e}\n".encode())
+        finally:
+            os._exit(127)
+    os._exit(127)
+
+
+def wait_for(sock, pid):
+    """Wait until `pid` exits or the host asks for a kill; returns the wait status."""
+    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    try:
+        while True:
+            watch = [sock] + ([pidfd] if pidfd is not None else [])
+            ready, _, _ = select.select(watch, [], [], None if pidfd is not None else 0.01)
+            if sock in ready:
+                message, _ = receive(sock)
+                if message is None:  # host went away
+                    kill_everything()
+                    os._exit(0)
+                if message.get("op") == "kill":
+                    kill_everything()
+            reap()
+            if pid in REAPED:
+                return REAPED.pop(pid)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def main():
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    os.set_inheritable(sock.fileno(), False)
+    send(sock, {"op": "ready", "pid": os.getpid()})
+    while True:
+        message, fds = receive(sock)
+        if message is None:
+            kill_everything()
+            return
+        if message.get("op") != "exec" or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = spawn(message, fds[0], fds[1])
+        for fd in fds:
+            os.close(fd)
+        status = wait_for(sock, pid)
+        kill_everything()
+        reap()
+        REAPED.clear()
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        send(sock, {"op": "exited", "status": code})
+
+
+if __name__ == "__main__":
+    main()

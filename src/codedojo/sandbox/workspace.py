@@ -1,0 +1,172 @@
+"""The read-only lower layer of a local sandbox: a task's files laid out at its workdir.
+
+A task's Dockerfile (the subset `codedojo.tasks.dockerfile` accepts) is realised once: its COPY steps
+copy files from environment/ and its workspace RUN steps run inside an isolated shell whose only
+writable path is the workdir. The result is cached under `$CODEDOJO_CACHE_DIR/workspaces/<key>`, keyed
+by the plan and the bytes of every copied file, so each episode mounts it as the lower layer of an
+overlay and copies nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import os
+import posixpath
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from codedojo.sandbox.base import SandboxLimits, SandboxStartError
+from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
+from codedojo.sandbox.host import SANDBOX_PATH, SYSTEM_DIRS, check_requirements, host_system
+from codedojo.tasks.dockerfile import COMPOSE_NOTE, BuildPlan, Copy, UnsupportedEnvironment, parse_dockerfile
+from codedojo.tasks.task import COMPOSE_FILES, Task
+
+_FORMAT = "workspace-v1"
+
+
+class EnvironmentBuildError(SandboxStartError):
+    """A workspace step of the task's Dockerfile failed."""
+
+
+@dataclass(frozen=True)
+class PreparedEnvironment:
+    """A task's realised environment."""
+
+    lower: Path
+    """Directory holding the workspace as it appears at `workdir` (read-only, shared by episodes)."""
+    workdir: str
+    env: dict[str, str]
+    """Environment variables from ENV instructions and [environment].env."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("CODEDOJO_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "codedojo"
+    )
+    return Path(base)
+
+
+def plan_for(task: Task) -> BuildPlan:
+    """The task's build plan, or UnsupportedEnvironment explaining why the local backend cannot run it."""
+    env_config = task.config.environment
+    if env_config.docker_image:
+        raise UnsupportedEnvironment(
+            f"{task.path}: [environment].docker_image = {env_config.docker_image!r} is a prebuilt image; the "
+            "local backend does not pull images (use the docker or modal backend)"
+        )
+    dockerfile = task.dockerfile
+    if dockerfile is None:
+        compose = [f for f in COMPOSE_FILES if (task.environment_dir / f).is_file()]
+        what = f"a compose file ({compose[0]})" if compose else "no Dockerfile"
+        raise UnsupportedEnvironment(f"{task.path}: environment/ has {what}; {COMPOSE_NOTE}")
+    plan = parse_dockerfile(
+        dockerfile.read_text(encoding="utf-8"), context=task.environment_dir, host=host_system(),
+        workdir_override=env_config.workdir, where=str(dockerfile),
+    )
+    check_requirements(plan.requirements, where=str(dockerfile))
+    taken = [d for d in (*SYSTEM_DIRS, "/proc", "/dev", "/sys", "/tmp", "/root", "/logs", "/tests", "/solution")
+             if plan.workdir == d or plan.workdir.startswith(d + "/")]
+    if taken or plan.workdir == "/":
+        raise UnsupportedEnvironment(
+            f"{dockerfile}: workdir {plan.workdir} lies in {taken[0] if taken else '/'}, which the local sandbox "
+            "provides itself (read-only system or private directory); use a workdir such as /app"
+        )
+    return plan
+
+
+def _digest(task: Task, plan: BuildPlan, uid: int | None) -> str:
+    h = hashlib.sha256()
+    h.update(f"{_FORMAT}\0{uid}\0{plan!r}\0".encode())
+    for step in plan.steps:
+        if not isinstance(step, Copy):
+            continue
+        for src in step.sources:
+            root = task.environment_dir / src
+            paths = [root] if not root.is_dir() else sorted(p for p in root.rglob("*"))
+            for p in paths:
+                rel = p.relative_to(task.environment_dir).as_posix()
+                st = p.lstat()
+                h.update(f"{rel}\0{st.st_mode}\0".encode())
+                if p.is_symlink():
+                    h.update(os.readlink(p).encode())
+                elif p.is_file():
+                    h.update(p.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _copy(task: Task, step: Copy, *, ws: Path, workdir: str) -> None:
+    dest_rel = posixpath.relpath(step.dest, workdir)
+    dest = ws if dest_rel == "." else ws / dest_rel
+    for src in step.sources:
+        source = task.environment_dir / src
+        if source.is_dir():
+            shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            target = dest / source.name if step.dest_is_dir else dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.lchown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnvironment:
+    """Realise the task's environment once (cached) and return its lower layer."""
+    plan = await asyncio.to_thread(plan_for, task)
+    env = {**dict(plan.env), **task.config.environment.env}
+    key = await asyncio.to_thread(_digest, task, plan, uid)
+    root = cache_dir() / "workspaces"
+    final = root / key
+    if not final.is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(root / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+            if not final.is_dir():
+                await _build(task, plan, env=env, uid=uid, final=final)
+        finally:
+            os.close(lock_fd)
+    return PreparedEnvironment(lower=final, workdir=plan.workdir, env=env)
+
+
+async def _build(task: Task, plan: BuildPlan, *, env: dict[str, str], uid: int | None, final: Path) -> None:
+    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    ws = tmp / "ws"
+    ws.mkdir(parents=True)
+    launch = Launch(uid=uid, cgroup_procs=(), limits=SandboxLimits(memory_mb=4096), rlimit_memory=True,
+                    nproc_limit=None)
+    shell: IsolatedShell | None = None
+    try:
+        for step in plan.steps:
+            if isinstance(step, Copy):
+                await asyncio.to_thread(_copy, task, step, ws=ws, workdir=plan.workdir)
+                continue
+            if uid is not None:
+                await asyncio.to_thread(_chown_tree, ws, uid)
+            if shell is None:
+                shell = await IsolatedShell.start(launch=launch, binds=[Bind(str(ws), plan.workdir, True)],
+                                                  cwd=plan.workdir)
+            step_env = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **dict(step.env)}
+            result = await shell.exec(step.command, env=step_env, cwd=step.cwd,
+                                      timeout_sec=task.config.environment.build_timeout_sec)
+            if result.return_code != 0 or result.timed_out:
+                why = "timed out" if result.timed_out else f"exited {result.return_code}"
+                output = (result.stdout + result.stderr).strip()[-2000:]
+                raise EnvironmentBuildError(
+                    f"{task.dockerfile}: RUN {step.command!r} {why} while preparing the workspace:\n{output}"
+                )
+        if uid is not None:
+            await asyncio.to_thread(_chown_tree, ws, uid)
+        os.rename(ws, final)
+    finally:
+        if shell is not None:
+            await shell.close()
+        shutil.rmtree(tmp, ignore_errors=True)

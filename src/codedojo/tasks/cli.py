@@ -1,0 +1,79 @@
+"""`codedojo tasks ...`: validate task directories and check that oracle and nop behave on them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    tasks = sub.add_parser("tasks", help="work with Harbor task directories")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
+
+    p = tasks_sub.add_parser("validate", help="check task directories and name every problem",
+                             description="Exit status 1 if any task has a problem; every problem is printed.")
+    p.add_argument("paths", nargs="+", type=Path, help="task directories, or folders holding tasks")
+    p.set_defaults(func=_validate)
+
+    p = tasks_sub.add_parser(
+        "check", help="run oracle and nop on tasks; report the ones that misbehave",
+        description="Every task must score 1.0 with its reference solution (oracle) and 0.0 when nothing is "
+        "done (nop). Without paths, checks the bundled example tasks. Exit status 1 if any task misbehaves.")
+    p.add_argument("paths", nargs="*", type=Path, help="task directories, or folders holding tasks")
+    p.add_argument("--workers", type=int, default=2, help="tasks checked at once (default: 2)")
+    p.add_argument("--backend", default="local", help="sandbox backend (default: local)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per task")
+    p.set_defaults(func=_check)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from codedojo.tasks.task import TaskError, discover_tasks, validate_task_dir
+
+    try:
+        paths = discover_tasks(args.paths)
+    except TaskError as e:
+        print(e, file=sys.stderr)
+        return 1
+    problems = [p for path in paths for p in validate_task_dir(path)]
+    for problem in problems:
+        print(problem)
+    print(f"{len(paths)} task(s) checked, {len(problems)} problem(s)", file=sys.stderr)
+    return 1 if problems or not paths else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from codedojo.tasks.task import TaskError, discover_tasks, examples_dir
+    from codedojo.trial.check import check_tasks
+
+    try:
+        paths = discover_tasks(args.paths or [examples_dir()])
+    except TaskError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if not paths:
+        print("no tasks found", file=sys.stderr)
+        return 1
+    console = Console(stderr=args.json)
+    reports, wall = asyncio.run(check_tasks(paths, workers=args.workers, backend=args.backend, console=console))
+    bad = [r for r in reports if not r.ok]
+    if args.json:
+        for r in reports:
+            print(json.dumps(r.to_dict(), sort_keys=True))
+    else:
+        table = Table(title=f"oracle and nop on {len(reports)} task(s)")
+        for col in ("task", "oracle", "nop", "verdict", "seconds"):
+            table.add_column(col, justify="right" if col in ("oracle", "nop", "seconds") else "left")
+        for r in reports:
+            verdict = "ok" if r.ok else f"[red]{r.problem}[/red]"
+            table.add_row(r.task, r.oracle_text, r.nop_text, verdict, f"{r.seconds:.2f}")
+        console.print(table)
+    console.print(f"{len(reports) - len(bad)}/{len(reports)} task(s) behave; wall time {wall:.1f}s "
+                  f"with {args.workers} worker(s)")
+    return 1 if bad else 0
