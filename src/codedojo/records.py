@@ -139,15 +139,29 @@ def _convert_union(tp: Any, value: Any, *, where: str, path: str) -> Any:
         if type(None) in args:
             return None
         raise RecordError(f"{where}: {_fmt(path)} must not be empty")
+    members = [a for a in args if a is not type(None)]
+    shaped = [a for a in members if _accepts_shape(a, value)]
+    if len(shaped) == 1:  # only one member fits the value's shape: its error is the useful one
+        return _convert(shaped[0], value, where=where, path=path)
     errors = []
     # Try the strictest members first so 3 stays an int in `int | float` and "x" a str in `str | int`.
-    for arg in sorted((a for a in args if a is not type(None)), key=_union_rank):
+    for arg in sorted(members, key=_union_rank):
         try:
             return _convert(arg, value, where=where, path=path)
         except RecordError as e:
             errors.append(str(e))
     names = " or ".join(_type_name(a) for a in args if a is not type(None))
     raise RecordError(f"{where}: {_fmt(path)} must be {names}, got {value!r}")
+
+
+def _accepts_shape(tp: Any, value: Any) -> bool:
+    """Whether `tp` is a table, list or scalar type matching the kind of `value`."""
+    is_table = dataclasses.is_dataclass(tp) or get_origin(tp) in (dict, Mapping) or tp is dict
+    if isinstance(value, Mapping):
+        return is_table or tp is Any
+    if isinstance(value, list | tuple):
+        return get_origin(tp) is tuple or tp is Any
+    return not is_table and get_origin(tp) is not tuple
 
 
 def _union_rank(tp: Any) -> int:

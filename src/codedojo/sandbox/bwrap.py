@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import marshal
 import os
 import signal
 import socket
@@ -213,10 +214,11 @@ class IsolatedShell:
         if not data:
             self._dead = True
             raise SandboxClosedError("the sandbox's init process exited")
-        return json.loads(data.decode())
+        message: dict[str, object] = marshal.loads(data)
+        return message
 
     def _send(self, message: Mapping[str, object], fds: Sequence[int] = ()) -> None:
-        payload = json.dumps(message).encode()
+        payload = marshal.dumps(dict(message), 2)
         try:
             if fds:
                 self._sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])

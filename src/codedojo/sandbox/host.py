@@ -56,6 +56,11 @@ def umount(target: str | Path) -> None:
             raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
 
+def state_root() -> Path:
+    """Where running sandboxes keep their mounts and private directories."""
+    return Path(os.environ.get("CODEDOJO_SANDBOX_DIR") or f"/tmp/codedojo-sandboxes-{os.geteuid()}")
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

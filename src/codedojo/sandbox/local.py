@@ -56,7 +56,7 @@ from codedojo.sandbox.base import (
     sandbox_path,
 )
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
-from codedojo.sandbox.host import SANDBOX_PATH, CgroupV1, is_root, mount, umount
+from codedojo.sandbox.host import SANDBOX_PATH, CgroupV1, is_root, mount, state_root, umount
 from codedojo.sandbox.workspace import prepare_environment
 from codedojo.tasks.task import Task
 
@@ -74,10 +74,6 @@ def sandbox_uid() -> int | None:
     if not is_root():
         return None
     return int(os.environ.get("CODEDOJO_SANDBOX_UID", DEFAULT_SANDBOX_UID))
-
-
-def state_root() -> Path:
-    return Path(os.environ.get("CODEDOJO_SANDBOX_DIR") or f"/tmp/codedojo-sandboxes-{os.geteuid()}")
 
 
 def limits_for_task(task: Task, base: SandboxLimits) -> SandboxLimits:
@@ -108,6 +104,7 @@ class LocalSandbox:
         self._lock = asyncio.Lock()
         self._closed = False
         self._shell: IsolatedShell | None = None
+        self._infrastructure_pids: frozenset[int] = frozenset()
         self._mounts = _mounts(root, workdir)
 
     @property
@@ -143,6 +140,8 @@ class LocalSandbox:
                 launch=launch, binds=sandbox._binds(), cwd=prepared.workdir,
                 timeout_sec=task.config.environment.build_timeout_sec,
             )
+            if cgroup is not None:
+                sandbox._infrastructure_pids = frozenset(cgroup.pids())  # bwrap's monitor and the init
             if cgroup is not None and sandbox._shell.init_pid_host is not None:
                 # The OOM killer must pick the agent's processes, never the init that runs them.
                 with contextlib.suppress(OSError):
@@ -170,6 +169,12 @@ class LocalSandbox:
             if self._cgroup is not None and self._cgroup.oom_kills() > oom_before:
                 result = replace(result, oom_killed=True)
             return result
+
+    def command_pids(self) -> list[int]:
+        """Host pids of processes started by commands that are still alive (empty between commands)."""
+        if self._cgroup is None:
+            return []
+        return [p for p in self._cgroup.pids() if p not in self._infrastructure_pids]
 
     def _binds(self) -> list[Bind]:
         return [Bind(str(host), target, True) for target, host in self._mounts.items()]

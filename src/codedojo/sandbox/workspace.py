@@ -20,7 +20,7 @@ from pathlib import Path
 
 from codedojo.sandbox.base import SandboxLimits, SandboxStartError
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
-from codedojo.sandbox.host import SANDBOX_PATH, SYSTEM_DIRS, check_requirements, host_system
+from codedojo.sandbox.host import SANDBOX_PATH, SYSTEM_DIRS, check_requirements, host_system, state_root
 from codedojo.tasks.dockerfile import COMPOSE_NOTE, BuildPlan, Copy, UnsupportedEnvironment, parse_dockerfile
 from codedojo.tasks.task import COMPOSE_FILES, Task
 
@@ -77,7 +77,31 @@ def plan_for(task: Task) -> BuildPlan:
     return plan
 
 
+def _source_paths(task: Task, plan: BuildPlan) -> list[Path]:
+    paths: list[Path] = []
+    for step in plan.steps:
+        if isinstance(step, Copy):
+            for src in step.sources:
+                root = task.environment_dir / src
+                paths.extend([root] if not root.is_dir() else sorted(root.rglob("*")))
+    return paths
+
+
+_digests: dict[tuple[object, ...], str] = {}
+
+
 def _digest(task: Task, plan: BuildPlan, uid: int | None) -> str:
+    """Cache key of the workspace: the plan plus the bytes of every copied file. Content hashes are
+    memoised per process on (path, size, mtime) so an unchanged task is not re-read every episode."""
+    stats = tuple((str(p), st.st_size, st.st_mtime_ns, st.st_mode)
+                  for p in _source_paths(task, plan) for st in (p.lstat(),))
+    memo = (str(task.environment_dir), repr(plan), uid, stats)
+    if memo not in _digests:
+        _digests[memo] = _content_digest(task, plan, uid)
+    return _digests[memo]
+
+
+def _content_digest(task: Task, plan: BuildPlan, uid: int | None) -> str:
     h = hashlib.sha256()
     h.update(f"{_FORMAT}\0{uid}\0{plan!r}\0".encode())
     for step in plan.steps:
@@ -137,7 +161,9 @@ async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnviron
 
 
 async def _build(task: Task, plan: BuildPlan, *, env: dict[str, str], uid: int | None, final: Path) -> None:
-    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    # Built where the unprivileged sandbox user can reach it (the cache may sit under a private home),
+    # then moved into the cache.
+    tmp = state_root() / f".build-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     ws = tmp / "ws"
     ws.mkdir(parents=True)
@@ -165,7 +191,9 @@ async def _build(task: Task, plan: BuildPlan, *, env: dict[str, str], uid: int |
                 )
         if uid is not None:
             await asyncio.to_thread(_chown_tree, ws, uid)
-        os.rename(ws, final)
+        staged = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+        shutil.move(ws, staged)
+        os.rename(staged, final)
     finally:
         if shell is not None:
             await shell.close()

@@ -45,11 +45,16 @@ class CheckReport:
         return {**asdict(self), "ok": self.ok}
 
 
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def _problem(oracle: TrialResult, nop: TrialResult) -> str | None:
     if not oracle.reward_valid:
-        return f"oracle: {oracle.status}: {(oracle.error or '').strip().splitlines()[-1:] or ''}"
+        return f"oracle: {oracle.status}: {_last_line(oracle.error)}"
     if not nop.reward_valid:
-        return f"nop: {nop.status}: {(nop.error or '').strip().splitlines()[-1:] or ''}"
+        return f"nop: {nop.status}: {_last_line(nop.error)}"
     if oracle.reward != 1.0:
         return f"oracle scores {oracle.reward:g}, not 1"
     if nop.reward != 0.0:

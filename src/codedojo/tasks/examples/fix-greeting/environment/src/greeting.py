@@ -1,0 +1,9 @@
+"""Greetings for people by name."""
+
+
+def greet(name):
+    return "Hello " + name
+
+
+def farewell(name):
+    return "Goodbye, " + name + "."

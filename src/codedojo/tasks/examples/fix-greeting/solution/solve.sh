@@ -1,0 +1,3 @@
+#!/bin/bash
+sed -i 's/return "Hello " + name$/return "Hello, " + name + "!"/' greeting.py
+git diff --stat

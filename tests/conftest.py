@@ -1,0 +1,52 @@
+"""Shared fixtures: tasks written into temporary directories through the public writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.task import Task, write_task
+
+DEBIAN = "FROM debian:bookworm-slim\nWORKDIR /app\n"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prepared workspaces of test tasks go to a per-session cache, never the user's.
+    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+MakeTask = Callable[..., Task]
+
+
+@pytest.fixture
+def make_task(tmp_path: Path) -> MakeTask:
+    """Write a task: `make_task(test_sh=..., solve_sh=..., dockerfile=..., files={...}, **config)`."""
+    counter = iter(range(1000))
+
+    def make(
+        *,
+        test_sh: str = "#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n",
+        solve_sh: str = "#!/bin/bash\ntrue\n",
+        dockerfile: str = DEBIAN,
+        files: dict[str, str] | None = None,
+        instruction: str = "Do the thing.",
+        agent_timeout: float | None = 60.0,
+        verifier_timeout: float = 60.0,
+        environment: EnvironmentConfig | None = None,
+        name: str | None = None,
+    ) -> Task:
+        config = TaskConfig(
+            agent=AgentConfig(timeout_sec=agent_timeout),
+            verifier=VerifierConfig(timeout_sec=verifier_timeout),
+            environment=environment or EnvironmentConfig(memory_mb=512, storage_mb=256, network_mode="no-network"),
+        )
+        all_files = {"environment/Dockerfile": dockerfile, "tests/test.sh": test_sh, "solution/solve.sh": solve_sh,
+                     **(files or {})}
+        return write_task(tmp_path / (name or f"task{next(counter)}"), instruction=instruction, config=config,
+                          files=all_files)
+
+    return make

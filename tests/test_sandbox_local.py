@@ -1,0 +1,195 @@
+"""The local sandbox's behaviour: commands, files, limits, lifecycle (its security claims are in
+test_sandbox_security.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import MakeTask
+from codedojo.sandbox import SandboxClosedError, SandboxLimits, SandboxStartError, start_sandbox
+from codedojo.sandbox.host import state_root
+from codedojo.sandbox.local import LocalSandbox
+from codedojo.sandbox.workspace import cache_dir
+from codedojo.tasks.config import EnvironmentConfig
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_commands_run_in_the_workdir_with_the_task_files(make_task: MakeTask) -> None:
+    task = make_task(dockerfile="FROM python:3.11-slim\nENV GREETING=hi\nWORKDIR /app\nCOPY src/ /app/\n",
+                     files={"environment/src/data.txt": "payload\n", "environment/src/sub/x.py": "X = 1\n"})
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            r = await sb.exec("pwd; cat data.txt; echo $GREETING; python3 -c 'import sub.x as m; print(m.X)'")
+            assert (r.return_code, r.stdout) == (0, "/app\npayload\nhi\n1\n")
+            r = await sb.exec("echo $EXTRA; pwd", cwd="/tmp", env={"EXTRA": "given"})
+            assert r.stdout == "given\n/tmp\n"
+            r = await sb.exec("exit 7")
+            assert r.return_code == 7 and not r.timed_out
+            r = await sb.exec("echo out; echo err >&2")
+            assert (r.stdout, r.stderr) == ("out\n", "err\n")
+            r = await sb.exec("true", cwd="/nowhere")
+            assert r.return_code != 0 and "/nowhere" in r.stderr
+
+    run(go())
+
+
+def test_state_persists_across_commands_but_processes_do_not(make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            await sb.exec("echo kept > /tmp/t; echo kept > /root/r; echo kept > /app/a; sleep 300 &")
+            r = await sb.exec("cat /tmp/t /root/r /app/a; ps -e -o comm= | grep -c sleep")
+            assert r.stdout == "kept\nkept\nkept\n0\n"
+
+    run(go())
+
+
+def test_each_episode_starts_from_the_pristine_workspace(make_task: MakeTask) -> None:
+    task = make_task(dockerfile="FROM debian:bookworm\nWORKDIR /app\nCOPY f.txt /app/\n",
+                     files={"environment/f.txt": "original\n"})
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as first:
+            await first.exec("echo changed > f.txt; echo new > g.txt; rm -f f.txt")
+            r = await first.exec("ls")
+            assert r.stdout == "g.txt\n"
+            async with await LocalSandbox.start(task) as second:
+                r = await second.exec("cat f.txt; ls")
+                assert r.stdout == "original\nf.txt\n"
+
+    run(go())
+    lower = next((cache_dir() / "workspaces").glob("*/f.txt"))
+    assert lower.read_text() == "original\n"
+
+
+def test_workspace_run_steps_are_applied_once_and_cached(make_task: MakeTask) -> None:
+    marker = "built-" + os.urandom(4).hex()
+    task = make_task(dockerfile=f"FROM debian:bookworm\nWORKDIR /app\nRUN echo {marker} > built.txt && date +%N > when\n")
+
+    async def go() -> tuple[str, str]:
+        async with await LocalSandbox.start(task) as a:
+            first = (await a.exec("cat built.txt when")).stdout
+        async with await LocalSandbox.start(task) as b:
+            second = (await b.exec("cat built.txt when")).stdout
+        return first, second
+
+    first, second = run(go())
+    assert first.startswith(marker) and first == second
+
+
+def test_a_failing_run_step_is_a_start_error_naming_it(make_task: MakeTask) -> None:
+    task = make_task(dockerfile="FROM debian:bookworm\nWORKDIR /app\nRUN echo broken >&2; exit 3\n")
+    with pytest.raises(SandboxStartError, match=r"(?s)RUN 'echo broken >&2; exit 3' exited 3.*broken"):
+        run(start_sandbox(task))
+
+
+def test_a_run_step_cannot_install_into_the_system(make_task: MakeTask) -> None:
+    task = make_task(dockerfile="FROM debian:bookworm\nWORKDIR /app\nRUN touch /usr/bin/installed\n")
+    with pytest.raises(SandboxStartError, match="Read-only file system"):
+        run(start_sandbox(task))
+    assert not Path("/usr/bin/installed").exists()
+
+
+def test_a_timeout_returns_partial_output(make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            r = await sb.exec("echo before; sleep 30; echo after", timeout_sec=0.5)
+            assert r.timed_out and r.stdout == "before\n" and r.duration_sec < 10
+            r = await sb.exec("echo still usable")
+            assert r.stdout == "still usable\n"
+
+    run(go())
+
+
+def test_file_transfers_round_trip(make_task: MakeTask, tmp_path: Path) -> None:
+    task = make_task()
+    src = tmp_path / "up"
+    (src / "deep").mkdir(parents=True)
+    (src / "deep" / "f.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "deep" / "f.sh").chmod(0o755)
+    (src / "top.txt").write_text("top\n")
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            await sb.upload_dir(src, "/app/data")
+            await sb.upload_file(src / "top.txt", "/tmp/one.txt")
+            r = await sb.exec("/app/data/deep/f.sh; cat /tmp/one.txt; echo made > /app/data/new.txt")
+            assert r.stdout == "ran\ntop\n"
+            await sb.write_file("/root/w.bin", b"\x00\x01")
+            assert await sb.read_file("/root/w.bin") == b"\x00\x01"
+            assert await sb.read_file("/app/data/new.txt") == b"made\n"
+            await sb.download_dir("/app/data", tmp_path / "down")
+            await sb.download_file("/tmp/one.txt", tmp_path / "one.txt")
+            with pytest.raises(FileNotFoundError):
+                await sb.read_file("/app/missing")
+            await sb.remove("/app/data/new.txt")
+            await sb.remove("/app/data/not-there")
+            assert (await sb.exec("ls /app/data")).stdout == "deep\ntop.txt\n"
+
+    run(go())
+    assert (tmp_path / "down" / "deep" / "f.sh").read_text() == "#!/bin/sh\necho ran\n"
+    assert (tmp_path / "down" / "new.txt").read_text() == "made\n"
+    assert (tmp_path / "one.txt").read_text() == "top\n"
+
+
+def test_close_leaves_no_process_and_no_file(make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def go() -> LocalSandbox:
+        sb = await LocalSandbox.start(task)
+        await sb.exec("echo x > /tmp/x")
+        await sb.close()
+        await sb.close()  # idempotent
+        with pytest.raises(SandboxClosedError):
+            await sb.exec("true")
+        return sb
+
+    sb = run(go())
+    assert not (state_root() / sb.sandbox_id).exists()
+    assert not any(p.name == sb.sandbox_id for p in Path("/sys/fs/cgroup/pids/codedojo").glob("*"))
+
+
+def test_a_killed_init_is_an_infrastructure_error(make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            assert sb._shell is not None and sb._shell.init_pid_host is not None
+            os.kill(sb._shell.init_pid_host, 9)
+            await asyncio.sleep(0.1)
+            with pytest.raises(SandboxClosedError):
+                await sb.exec("true")
+
+    run(go())
+
+
+def test_limits_come_from_the_task_and_can_be_overridden(make_task: MakeTask) -> None:
+    task = make_task(environment=EnvironmentConfig(cpus=1, memory_mb=300, storage_mb=64, network_mode="public"))
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            assert (sb.limits.memory_mb, sb.limits.storage_mb, sb.limits.cpus, sb.limits.network) == (
+                300, 64, 1, False)
+            r = await sb.exec("head -c 80M /dev/zero > /tmp/big; echo rc=$?")
+            assert "No space left on device" in r.stderr and "rc=1" in r.stdout
+        async with await LocalSandbox.start(task, limits=SandboxLimits(memory_mb=700)) as sb:
+            assert sb.limits.memory_mb == 700
+
+    run(go())
+
+
+def test_unsupported_environments_fail_to_start_with_the_reason(make_task: MakeTask) -> None:
+    task = make_task(environment=EnvironmentConfig(docker_image="swerebenchv2/x:1"))
+    with pytest.raises(Exception, match="prebuilt image; the local backend does not pull images"):
+        run(start_sandbox(task))

@@ -1,0 +1,144 @@
+"""The trial runner: Harbor's phase order, timeouts from task.toml, and what each failure becomes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import MakeTask
+from codedojo.sandbox import SandboxClosedError
+from codedojo.tasks.task import Task, discover_tasks, examples_dir
+from codedojo.trial import EpisodeStatus, NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
+from codedojo.trial.agents import AgentOutcome
+
+EXAMPLES = discover_tasks([examples_dir()])
+
+
+def trial(task: Task, agent: object, **options: object) -> TrialResult:
+    return asyncio.run(run_trial(task, agent, options=TrialOptions(**options)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_scores_one_with_oracle_and_zero_with_nop(path: Path) -> None:
+    task = Task.load(path)
+    oracle = trial(task, OracleAgent())
+    nop = trial(task, NopAgent())
+    assert (oracle.status, oracle.reward, oracle.solved, oracle.failure_kind) == (
+        EpisodeStatus.SUBMITTED, 1.0, True, None)
+    assert (nop.status, nop.reward, nop.solved, nop.failure_kind) == (EpisodeStatus.SUBMITTED, 0.0, False, "task")
+
+
+def test_the_cli_reports_json(tmp_path: Path) -> None:
+    example = examples_dir() / "fix-add"
+    for agent, reward in (("oracle", 1.0), ("nop", 0.0)):
+        proc = subprocess.run([sys.executable, "-m", "codedojo.cli", "trial", str(example), "--agent", agent,
+                               "--json", "--trials-dir", str(tmp_path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["reward"] == reward and data["status"] == "submitted"
+        assert data["rewards"]["pass_to_pass"] == 1.0
+        assert set(data["timings"]) == {"environment_setup", "agent", "verifier", "teardown"}
+        trial_dir = Path(data["trial_dir"])
+        assert json.loads((trial_dir / "result.json").read_text())["reward"] == reward
+        assert (trial_dir / "verifier" / "test-stdout.txt").read_text()
+        assert (trial_dir / "verifier" / "reward.json").exists()
+
+
+def test_reward_json_wins_over_reward_txt_and_test_sh_runs_in_the_workdir(make_task: MakeTask) -> None:
+    test_sh = ("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n"
+               "[ \"$(pwd)\" = /app ] && echo '{\"reward\": 1, \"extra\": 3}' > /logs/verifier/reward.json\n")
+    result = trial(make_task(test_sh=test_sh), NopAgent())
+    assert result.rewards == {"reward": 1.0, "extra": 3.0}
+
+
+def test_the_verifier_env_reaches_test_sh(make_task: MakeTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedojo.tasks.config import AgentConfig, TaskConfig, VerifierConfig
+    from codedojo.tasks.task import write_task
+
+    monkeypatch.setenv("CODEDOJO_TEST_HOST_VALUE", "0.5")
+    base = make_task()
+    config = TaskConfig(agent=AgentConfig(timeout_sec=30),
+                        verifier=VerifierConfig(env={"SCORE": "${CODEDOJO_TEST_HOST_VALUE}"}))
+    files = {"environment/Dockerfile": (base.path / "environment/Dockerfile").read_text(),
+             "tests/test.sh": "#!/bin/bash\necho $SCORE > /logs/verifier/reward.txt\n",
+             "solution/solve.sh": "#!/bin/bash\n"}
+    task = write_task(base.path.parent / "env-task", instruction="x", config=config, files=files)
+    assert trial(task, NopAgent()).reward == 0.5
+
+
+@pytest.mark.parametrize(
+    ("test_sh", "message"),
+    [
+        ("#!/bin/bash\necho no reward here\n", "wrote neither"),
+        ("#!/bin/bash\n: > /logs/verifier/reward.txt\n", "reward.txt is empty"),
+        ("#!/bin/bash\necho '{\"reward\": \"high\"}' > /logs/verifier/reward.json\n", "not a finite number"),
+        ("#!/bin/bash\nexit 3\n", "test.sh exited 3"),
+        ("#!/bin/bash\nsleep 30\necho 1 > /logs/verifier/reward.txt\n", "ran past the verifier timeout of 1s"),
+    ],
+)
+def test_a_bad_verifier_is_an_infrastructure_failure_not_a_zero(make_task: MakeTask, test_sh: str,
+                                                                 message: str) -> None:
+    result = trial(make_task(test_sh=test_sh, verifier_timeout=1.0), NopAgent())
+    assert result.status is EpisodeStatus.VERIFIER_ERROR
+    assert result.reward is None and not result.reward_valid and result.failure_kind == "infrastructure"
+    assert result.error is not None and message in result.error
+
+
+def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
+    test_sh = "#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    slow = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\ntouch started\nsleep 60\n", agent_timeout=1.0)
+    result = trial(slow, OracleAgent())
+    assert result.status is EpisodeStatus.EPISODE_TIMEOUT and result.reward == 1.0 and result.solved
+    failing = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\nexit 4\n")
+    result = trial(failing, OracleAgent())
+    assert (result.status, result.agent_exit_code, result.reward, result.failure_kind) == (
+        EpisodeStatus.AGENT_FAILED, 4, 0.0, "agent")
+
+
+def test_the_timeout_multiplier_scales_task_timeouts(make_task: MakeTask) -> None:
+    task = make_task(solve_sh="#!/bin/bash\nsleep 2\n", agent_timeout=1.0)
+    assert trial(task, OracleAgent(), timeout_multiplier=5.0).status is EpisodeStatus.SUBMITTED
+
+
+def test_an_environment_that_cannot_start_is_a_sandbox_error(make_task: MakeTask) -> None:
+    result = trial(make_task(dockerfile="FROM alpine:3\nWORKDIR /app\n"), OracleAgent())
+    assert result.status is EpisodeStatus.SANDBOX_ERROR and result.failure_kind == "infrastructure"
+    assert result.error is not None and "FROM alpine:3" in result.error
+    assert result.timings.agent is None
+
+
+class _Crasher:
+    name = "crasher"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    async def run(self, task, sandbox, *, timeout_sec):  # type: ignore[no-untyped-def]
+        await sandbox.exec("true")
+        raise self.exc
+
+
+class _Killer:
+    """Simulates the sandbox dying under the agent."""
+
+    name = "killer"
+
+    async def run(self, task, sandbox, *, timeout_sec):  # type: ignore[no-untyped-def]
+        await sandbox.close()
+        await sandbox.exec("echo never")
+        return AgentOutcome(status=EpisodeStatus.SUBMITTED)
+
+
+def test_agent_crashes_and_dead_sandboxes_are_classified(make_task: MakeTask) -> None:
+    task = make_task()
+    died = trial(task, _Killer())
+    assert died.status is EpisodeStatus.SANDBOX_ERROR and died.reward is None
+    lost = trial(task, _Crasher(SandboxClosedError("gone")))
+    assert lost.status is EpisodeStatus.SANDBOX_ERROR and "gone" in (lost.error or "")
+    bug = trial(task, _Crasher(ZeroDivisionError("oops")))
+    assert bug.status is EpisodeStatus.INTERNAL_ERROR and "ZeroDivisionError" in (bug.error or "")
