@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MakeTask
 from codedojo.sandbox import SandboxClosedError, SandboxLimits, SandboxStartError, start_sandbox
 from codedojo.sandbox.host import state_root
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.sandbox.workspace import cache_dir
 from codedojo.tasks.config import EnvironmentConfig
+from conftest import MakeTask
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -73,7 +73,8 @@ def test_each_episode_starts_from_the_pristine_workspace(make_task: MakeTask) ->
 
 def test_workspace_run_steps_are_applied_once_and_cached(make_task: MakeTask) -> None:
     marker = "built-" + os.urandom(4).hex()
-    task = make_task(dockerfile=f"FROM debian:bookworm\nWORKDIR /app\nRUN echo {marker} > built.txt && date +%N > when\n")
+    dockerfile = f"FROM debian:bookworm\nWORKDIR /app\nRUN echo {marker} > built.txt && date +%N > when\n"
+    task = make_task(dockerfile=dockerfile)
 
     async def go() -> tuple[str, str]:
         async with await LocalSandbox.start(task) as a:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MakeTask
 from codedojo.sandbox import SandboxLimits, SandboxPathError
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.trial import EpisodeStatus, NopAgent, TrialOptions, run_trial
 from codedojo.trial.agents import AgentOutcome
+from conftest import MakeTask
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import MakeTask
 from codedojo.tasks.task import examples_dir
+from conftest import MakeTask
 
 
 def codedojo(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MakeTask
 from codedojo.sandbox import SandboxClosedError
 from codedojo.tasks.task import Task, discover_tasks, examples_dir
 from codedojo.trial import EpisodeStatus, NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
 from codedojo.trial.agents import AgentOutcome
+from conftest import MakeTask
 
 EXAMPLES = discover_tasks([examples_dir()])
 
@@ -90,7 +90,8 @@ def test_a_bad_verifier_is_an_infrastructure_failure_not_a_zero(make_task: MakeT
 
 
 def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
-    test_sh = "#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    test_sh = ("#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt "
+               "|| echo 0 > /logs/verifier/reward.txt\n")
     slow = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\ntouch started\nsleep 60\n", agent_timeout=1.0)
     result = trial(slow, OracleAgent())
     assert result.status is EpisodeStatus.EPISODE_TIMEOUT and result.reward == 1.0 and result.solved
