@@ -1,0 +1,1 @@
+"""Weighted graphs and the usual algorithms."""
