@@ -1,0 +1,250 @@
+"""From a repository to bug-fix tasks: order the mutation sites, test each mutant, keep the good ones.
+
+A mutant becomes a task when, in a fresh copy of the repository, at least one test that passes on the
+original fails on the mutant, no test hangs, and at least one failure can be told as behaviour. The
+reference fix is the original file, whose full run is the baseline, so "the fix makes every graded
+test pass" holds by construction: FAIL_TO_PASS and PASS_TO_PASS are drawn from the baseline's passes.
+
+Determinism: sites are ordered by a seeded shuffle (bug kinds interleaved so every kind gets its turn),
+mutants are tested in parallel but accepted strictly in that order, and nothing depends on timing. The
+first k tasks of a repository are the same whatever the quota, so `--limit` gives a prefix of the suite.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from codedojo.tasks.factory.harbor import TaskSpec, write_harbor_task
+from codedojo.tasks.factory.mutations import Mutant, Site, apply_site, find_sites
+from codedojo.tasks.factory.observations import Observation, observe
+from codedojo.tasks.factory.operators import OPERATORS
+from codedojo.tasks.factory.repository import Repository
+from codedojo.tasks.factory.statements import TIERS, Location, pick_observations, write_statement
+from codedojo.tasks.factory.testrun import TestRun, run_tests
+
+BUILTIN_REPOS = Path(__file__).parent.parent / "builtin" / "repos"
+
+
+class FactoryError(RuntimeError):
+    """The repository cannot be turned into tasks (its own suite fails, or it has no tests)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A mutant that passed every check."""
+
+    mutant: Mutant
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    observations: tuple[Observation, ...]
+
+
+def _copy_workspace(repo: Repository, dest: Path, *, replace: tuple[str, str] | None = None) -> None:
+    for rel in repo.files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if replace is not None and rel == replace[0]:
+            target.write_text(replace[1], encoding="utf-8")
+        else:
+            shutil.copyfile(repo.root / rel, target)
+
+
+def baseline(repo: Repository, *, python: str | None = None) -> TestRun:
+    """The suite on the unmodified repository; raises FactoryError when nothing passes."""
+    with tempfile.TemporaryDirectory(prefix="codedojo-base-") as tmp:
+        _copy_workspace(repo, Path(tmp))
+        run = run_tests(Path(tmp), python=python)
+    if not run.passed:
+        raise FactoryError(
+            f"{repo.root}: no test passes on the unmodified repository (pytest exit {run.exit_code}); "
+            f"fix the suite or pass --python with its dependencies.\n{run.output}"
+        )
+    return run
+
+
+def site_order(repo: Repository, *, seed: int) -> list[Site]:
+    """All sites of the repository, shuffled by `seed`, one bug kind after another in turn."""
+    rng = random.Random(f"{seed}/{repo.name}")
+    by_kind: dict[str, list[Site]] = {kind: [] for kind in OPERATORS}
+    for rel in repo.source_files:
+        try:
+            source = repo.read(rel).decode("utf-8")
+            sites = find_sites(source, path=rel)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # not parseable by this Python: not a place to put bugs
+        for site in sites:
+            by_kind[site.kind].append(site)
+    queues = [by_kind[kind] for kind in OPERATORS]
+    for queue in queues:
+        rng.shuffle(queue)
+    rng.shuffle(queues)
+    order: list[Site] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop())
+    return order
+
+
+def _mutants(repo: Repository, sites: Sequence[Site]) -> Iterator[Mutant]:
+    seen: set[str] = set()
+    sources: dict[str, str] = {}
+    for site in sites:
+        source = sources.setdefault(site.path, repo.read(site.path).decode("utf-8"))
+        mutant = apply_site(source, site)
+        if mutant is None or mutant.source in seen:
+            continue
+        seen.add(mutant.source)
+        yield mutant
+
+
+def evaluate(repo: Repository, mutant: Mutant, base: TestRun, *, python: str | None = None) -> Candidate | None:
+    """Test `mutant` in a fresh copy; a Candidate when it makes a good task, else None."""
+    with tempfile.TemporaryDirectory(prefix="codedojo-mutant-") as tmp:
+        _copy_workspace(repo, Path(tmp), replace=(mutant.site.path, mutant.source))
+        run = run_tests(Path(tmp), python=python)
+    if run.timed_out:
+        return None  # a hang makes grading slow and its symptom is "nothing happens": left out
+    graded = sorted(base.passed)
+    fail_to_pass = tuple(t for t in graded if run.outcomes.get(t) != "passed")
+    pass_to_pass = tuple(t for t in graded if run.outcomes.get(t) == "passed")
+    if not fail_to_pass:
+        return None
+    observations = []
+    for test in fail_to_pass:
+        failure = run.failures.get(test)
+        if failure is None or failure.test_path is None:
+            continue
+        test_source = repo.read(failure.test_path).decode("utf-8")
+        observations.append(observe(test, failure, test_source=test_source))
+    if not observations:
+        return None  # e.g. an import error: every test vanished, nothing to describe
+    return Candidate(mutant, fail_to_pass, pass_to_pass, tuple(pick_observations(observations)))
+
+
+def find_candidates(
+    repo: Repository,
+    *,
+    seed: int,
+    quota: int,
+    workers: int,
+    python: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Candidate]:
+    """The first `quota` good mutants in site order, testing up to `workers` at a time.
+
+    `on_progress(accepted, tested)` is called after each mutant is judged.
+    """
+    base = baseline(repo, python=python)
+    mutants = _mutants(repo, site_order(repo, seed=seed))
+    accepted: list[Candidate] = []
+    used_lines: set[tuple[str, int]] = set()
+    tested = 0
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        window: list[tuple[Mutant, Future[Candidate | None]]] = []
+        while len(accepted) < quota:
+            while len(window) < 2 * max(1, workers):
+                mutant = next(mutants, None)
+                if mutant is None:
+                    break
+                window.append((mutant, pool.submit(evaluate, repo, mutant, base, python=python)))
+            if not window:
+                break
+            mutant, future = window.pop(0)
+            result = future.result()
+            tested += 1
+            line = (mutant.site.path, mutant.lineno)
+            if result is not None and line not in used_lines:
+                used_lines.add(line)  # one bug per line keeps the suite varied
+                accepted.append(result)
+            if on_progress is not None:
+                on_progress(len(accepted), tested)
+        for _, future in window:
+            future.cancel()
+    return accepted
+
+
+def tier_for(repo: Repository, index: int, *, seed: int) -> str:
+    offset = zlib.crc32(f"{seed}/{repo.name}".encode()) % len(TIERS)
+    return TIERS[(index + offset) % len(TIERS)]
+
+
+def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, source: str) -> TaskSpec:
+    mutant = candidate.mutant
+    tier = tier_for(repo, index, seed=seed)
+    name = f"{repo.name}-{index:03d}-{tier}"
+    buggy_lines = mutant.source.splitlines()
+    line_text = buggy_lines[mutant.lineno - 1].strip() if mutant.lineno <= len(buggy_lines) else ""
+    location = Location(
+        path=mutant.site.path,
+        line=mutant.lineno,
+        line_text=line_text,
+        function=mutant.function,
+        missing=mutant.site.kind == "dropped_statement",
+    )
+    instruction = write_statement(
+        tier=tier,
+        repo=repo.name,
+        observations=candidate.observations,
+        location=location,
+        seed=f"{seed}/{name}",
+    )
+    return TaskSpec(
+        name=name,
+        repository=repo.name,
+        tier=tier,
+        bug_kind=mutant.site.kind,
+        seed=seed,
+        source=source,
+        instruction=instruction,
+        path=mutant.site.path,
+        line=mutant.lineno,
+        function=mutant.function,
+        buggy_source=mutant.source,
+        original_source=repo.read(mutant.site.path).decode("utf-8"),
+        fail_to_pass=candidate.fail_to_pass,
+        pass_to_pass=candidate.pass_to_pass,
+    )
+
+
+def quota_for(limit: int | None, *, num_repos: int, per_repo: int, tier: str | None) -> int:
+    """Mutants to find per repository so that `limit` tasks (of `tier`, if given) come out."""
+    if limit is None:
+        return per_repo
+    needed = math.ceil(limit / num_repos) * (len(TIERS) if tier else 1)
+    return min(per_repo, needed + (len(TIERS) if tier else 0))
+
+
+def write_suite(
+    repos: Sequence[Repository],
+    specs_by_repo: Sequence[Sequence[TaskSpec]],
+    out: Path,
+    *,
+    tier: str | None,
+    limit: int | None,
+) -> list[Path]:
+    """Write tasks round-robin over repositories (so a limited suite spans them all)."""
+    chosen: list[TaskSpec] = []
+    depth = max((len(s) for s in specs_by_repo), default=0)
+    for i in range(depth):
+        for specs in specs_by_repo:
+            if i < len(specs) and (tier is None or specs[i].tier == tier):
+                chosen.append(specs[i])
+    if limit is not None:
+        chosen = chosen[:limit]
+    by_name = {repo.name: repo for repo in repos}
+    written = []
+    for spec in sorted(chosen, key=lambda s: s.name):
+        repo = by_name[spec.repository]
+        repo_files = {rel: repo.read(rel) for rel in repo.files}
+        restore = tuple(sorted(set(repo.test_files) | set(repo.support_files)))
+        written.append(write_harbor_task(out, spec, repo_files=repo_files, restore=restore).path)
+    return written

@@ -1,0 +1,120 @@
+"""Run a repository's pytest suite in a throw-away copy and read back per-test outcomes.
+
+The run goes through scripts/run_tests.py (the same script every generated task ships), in a fresh
+interpreter started with -I, with a per-test alarm and a wall-clock limit for the whole run, because
+mutated code may loop forever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+RUN_TESTS_SCRIPT = SCRIPTS_DIR / "run_tests.py"
+
+
+def default_python() -> str:
+    """The interpreter tasks run with inside the local sandbox (the host's system Python)."""
+    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else (shutil.which("python3") or "python3")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How one test failed, as observed by run_tests.py."""
+
+    when: str
+    """'setup', 'call' or 'teardown'."""
+    exc_type: str
+    """Exception class name, e.g. 'AssertionError' or 'Failed' (pytest.raises saw nothing)."""
+    message: str
+    """str() of the exception, truncated."""
+    function: str
+    """Test function name (without parameters)."""
+    compare: Mapping[str, str] | None = None
+    """For a failed `assert a OP b`: op, and the reprs of left and right."""
+    params: Mapping[str, str] = field(default_factory=dict)
+    """Parametrize arguments, as reprs."""
+    test_path: str | None = None
+    """Test file relative to the repository root."""
+    test_lineno: int | None = None
+    """1-based line of the test file where it failed."""
+    timeout: bool = False
+    """The test ran past the per-test limit."""
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """Outcome of one suite run."""
+
+    outcomes: Mapping[str, str]
+    """Test id -> 'passed' | 'failed' | 'error' | 'skipped'."""
+    failures: Mapping[str, Failure]
+    """Test id -> how it failed, for failed and errored tests."""
+    exit_code: int
+    """pytest's exit code, or -1 when the run was killed or wrote no results."""
+    output: str
+    """The tail of pytest's console output, for error messages."""
+
+    @property
+    def passed(self) -> frozenset[str]:
+        return frozenset(t for t, o in self.outcomes.items() if o == "passed")
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code == -1 or any(f.timeout for f in self.failures.values())
+
+
+def run_tests(
+    workdir: Path,
+    *,
+    python: str | None = None,
+    test_ids: Sequence[str] = (),
+    timeout_s: float = 120.0,
+    per_test_timeout_s: float = 10.0,
+) -> TestRun:
+    """Run pytest in `workdir` (which it may litter) and return per-test outcomes."""
+    with tempfile.TemporaryDirectory(prefix="codedojo-run-") as scratch:
+        results = Path(scratch) / "results.json"
+        command = [
+            python or default_python(), "-I", str(RUN_TESTS_SCRIPT),
+            "--results", str(results), "--per-test-timeout", str(per_test_timeout_s),
+            "--workdir", str(workdir), "--", *test_ids,
+        ]  # fmt: skip
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": scratch,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+        }
+        try:
+            proc = subprocess.run(
+                command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s,
+                start_new_session=True,
+            )  # fmt: skip
+            output = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            output = f"killed after {timeout_s:g} s\n{_text(e.stdout)}{_text(e.stderr)}"
+            return TestRun(outcomes={}, failures={}, exit_code=-1, output=output[-4000:])
+        if not results.exists():
+            return TestRun(outcomes={}, failures={}, exit_code=-1, output=output[-4000:])
+        data = json.loads(results.read_text(encoding="utf-8"))
+    outcomes = {test: record["outcome"] for test, record in sorted(data["tests"].items())}
+    failures = {
+        test: Failure(**record["failure"])
+        for test, record in sorted(data["tests"].items())
+        if "failure" in record
+    }
+    return TestRun(outcomes=outcomes, failures=failures, exit_code=data["exit_code"], output=output[-4000:])
+
+
+def _text(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
