@@ -16,6 +16,7 @@ import math
 import random
 import shutil
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,7 +29,10 @@ from codedojo.tasks.factory.observations import Observation, observe
 from codedojo.tasks.factory.operators import OPERATORS
 from codedojo.tasks.factory.repository import Repository
 from codedojo.tasks.factory.statements import TIERS, Location, pick_observations, write_statement
-from codedojo.tasks.factory.testrun import TestRun, run_tests
+from codedojo.tasks.factory.testrun import TestRun, TestServer, run_tests
+
+Runner = Callable[[Path], TestRun]
+"""Runs the suite in a workspace directory."""
 
 BUILTIN_REPOS = Path(__file__).parent.parent / "builtin" / "repos"
 
@@ -106,11 +110,11 @@ def _mutants(repo: Repository, sites: Sequence[Site]) -> Iterator[Mutant]:
         yield mutant
 
 
-def evaluate(repo: Repository, mutant: Mutant, base: TestRun, *, python: str | None = None) -> Candidate | None:
+def evaluate(repo: Repository, mutant: Mutant, base: TestRun, *, runner: Runner) -> Candidate | None:
     """Test `mutant` in a fresh copy; a Candidate when it makes a good task, else None."""
     with tempfile.TemporaryDirectory(prefix="codedojo-mutant-") as tmp:
         _copy_workspace(repo, Path(tmp), replace=(mutant.site.path, mutant.source))
-        run = run_tests(Path(tmp), python=python)
+        run = runner(Path(tmp))
     if run.timed_out:
         return None  # a hang makes grading slow and its symptom is "nothing happens": left out
     graded = sorted(base.passed)
@@ -145,6 +149,33 @@ def find_candidates(
     """
     base = baseline(repo, python=python)
     mutants = _mutants(repo, site_order(repo, seed=seed))
+    servers: list[TestServer] = []
+    local = threading.local()
+
+    def runner(workdir: Path) -> TestRun:
+        # One fork server per worker thread (a server runs one suite at a time).
+        if not hasattr(local, "server"):
+            local.server = TestServer(python=python)
+            servers.append(local.server)
+        return local.server.run(workdir)
+
+    try:
+        return _accept_in_order(repo, mutants, base, runner, quota=quota, workers=workers, on_progress=on_progress)
+    finally:
+        for server in servers:
+            server.close()
+
+
+def _accept_in_order(
+    repo: Repository,
+    mutants: Iterator[Mutant],
+    base: TestRun,
+    runner: Runner,
+    *,
+    quota: int,
+    workers: int,
+    on_progress: Callable[[int, int], None] | None,
+) -> list[Candidate]:
     accepted: list[Candidate] = []
     used_lines: set[tuple[str, int]] = set()
     tested = 0
@@ -155,7 +186,7 @@ def find_candidates(
                 mutant = next(mutants, None)
                 if mutant is None:
                     break
-                window.append((mutant, pool.submit(evaluate, repo, mutant, base, python=python)))
+                window.append((mutant, pool.submit(evaluate, repo, mutant, base, runner=runner)))
             if not window:
                 break
             mutant, future = window.pop(0)

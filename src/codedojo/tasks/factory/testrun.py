@@ -71,6 +71,82 @@ class TestRun:
         return self.exit_code == -1 or any(f.timeout for f in self.failures.values())
 
 
+def _environment(home: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def _read_results(results: Path, output: str) -> TestRun:
+    if not results.exists():
+        return TestRun(outcomes={}, failures={}, exit_code=-1, output=output[-4000:])
+    data = json.loads(results.read_text(encoding="utf-8"))
+    outcomes = {test: record["outcome"] for test, record in sorted(data["tests"].items())}
+    failures = {
+        test: Failure(**record["failure"])
+        for test, record in sorted(data["tests"].items())
+        if "failure" in record
+    }
+    return TestRun(outcomes=outcomes, failures=failures, exit_code=data["exit_code"], output=output[-4000:])
+
+
+class TestServer:
+    """A long-lived `run_tests.py --serve` process: pytest is imported once and each run is a fork.
+
+    One server runs one suite at a time; use one per worker thread. Close it when done.
+    """
+
+    def __init__(self, *, python: str | None = None) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="codedojo-serve-")
+        self._process = subprocess.Popen(
+            [python or default_python(), "-I", str(RUN_TESTS_SCRIPT), "--serve"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=_environment(self._scratch.name), start_new_session=True,
+        )  # fmt: skip
+        self._count = 0
+
+    def run(
+        self, workdir: Path, *, test_ids: Sequence[str] = (), timeout_s: float = 120.0,
+        per_test_timeout_s: float = 10.0,
+    ) -> TestRun:  # fmt: skip
+        """Like `run_tests`, in a fork of the server."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._count += 1
+        results = Path(self._scratch.name) / f"results-{self._count}.json"
+        request = {
+            "workdir": str(workdir), "results": str(results), "per_test_timeout": per_test_timeout_s,
+            "timeout": timeout_s, "args": list(test_ids),
+        }  # fmt: skip
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        reply = self._process.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"the test server ({RUN_TESTS_SCRIPT}) exited; run one suite with run_tests to see why")
+        log = Path(f"{results}.log")
+        output = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        if json.loads(reply)["status"] == "timeout":
+            return TestRun(outcomes={}, failures={}, exit_code=-1, output=f"killed after {timeout_s:g} s\n{output}")
+        run = _read_results(results, output)
+        results.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+        return run
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._scratch.cleanup()
+
+
 def run_tests(
     workdir: Path,
     *,
@@ -87,12 +163,7 @@ def run_tests(
             "--results", str(results), "--per-test-timeout", str(per_test_timeout_s),
             "--workdir", str(workdir), "--", *test_ids,
         ]  # fmt: skip
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": scratch,
-            "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
-        }
+        env = _environment(scratch)
         try:
             proc = subprocess.run(
                 command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s,
@@ -102,16 +173,7 @@ def run_tests(
         except subprocess.TimeoutExpired as e:
             output = f"killed after {timeout_s:g} s\n{_text(e.stdout)}{_text(e.stderr)}"
             return TestRun(outcomes={}, failures={}, exit_code=-1, output=output[-4000:])
-        if not results.exists():
-            return TestRun(outcomes={}, failures={}, exit_code=-1, output=output[-4000:])
-        data = json.loads(results.read_text(encoding="utf-8"))
-    outcomes = {test: record["outcome"] for test, record in sorted(data["tests"].items())}
-    failures = {
-        test: Failure(**record["failure"])
-        for test, record in sorted(data["tests"].items())
-        if "failure" in record
-    }
-    return TestRun(outcomes=outcomes, failures=failures, exit_code=data["exit_code"], output=output[-4000:])
+        return _read_results(results, output)
 
 
 def _text(value: str | bytes | None) -> str:

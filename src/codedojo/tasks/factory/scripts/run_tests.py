@@ -1,6 +1,7 @@
 """Run pytest in a workspace and write one JSON record per test. Standalone: stdlib and pytest only.
 
     python3 -I run_tests.py --results OUT.json [--per-test-timeout S] [--workdir DIR] [-- PYTEST_ARGS...]
+    python3 -I run_tests.py --serve      (one JSON request per stdin line, one JSON reply per line)
 
 Shipped inside every generated task (tests/run_tests.py, used by tests/grade.py) and used by the task
 factory to observe how a mutant fails. pytest is imported before the workspace joins sys.path, so a
@@ -8,6 +9,10 @@ file named pytest.py in the workspace cannot stand in for it (run with -I so the
 not on the path at start). Each test gets a wall-clock alarm, so a mutant that loops forever fails one
 test instead of hanging the run. For a failed test the record keeps what a bug report needs: the
 exception, the compared values of a failing `assert a == b`, and the line of the test that failed.
+
+`--serve` exists for the factory, which runs hundreds of suites: it imports pytest once and forks a
+child per request, which saves most of each run's start-up. A request is {"workdir", "results",
+"per_test_timeout", "timeout", "args"}; the reply is {"status": "done" | "timeout"}.
 """
 
 import argparse
@@ -15,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import pytest
 
@@ -98,22 +104,61 @@ class Recorder:
         return failure
 
 
+def run(workdir, results, per_test_timeout, pytest_args):
+    workdir = os.path.abspath(workdir)
+    os.chdir(workdir)
+    sys.path.insert(0, workdir)
+    sys.dont_write_bytecode = True  # leave no __pycache__ behind in the workspace
+    recorder = Recorder(per_test_timeout, workdir)
+    base = ["-q", "-p", "no:cacheprovider", "--rootdir", workdir]
+    exit_code = pytest.main([*base, *pytest_args], plugins=[recorder])
+    with open(results, "w", encoding="utf-8") as f:
+        json.dump({"exit_code": int(exit_code), "tests": recorder.tests}, f, indent=1, sort_keys=True)
+
+
+def serve():
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.setsid()  # its own process group, so a timeout kills whatever it started
+                log = os.open(request["results"] + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the request pipe is not the tests' stdin
+                run(request["workdir"], request["results"], request["per_test_timeout"], request["args"])
+                status = 0
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + request["timeout"]
+        status = "done"
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                status = "timeout"
+                break
+            time.sleep(0.005)
+        sys.stdout.write(json.dumps({"status": status}) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--serve"]:
+        return serve()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", required=True, help="where to write the JSON results")
     parser.add_argument("--per-test-timeout", type=float, default=10.0, help="seconds per test")
     parser.add_argument("--workdir", default=".", help="repository root (default: current directory)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, e.g. test ids")
     args = parser.parse_args()
-    workdir = os.path.abspath(args.workdir)
-    os.chdir(workdir)
-    sys.path.insert(0, workdir)
-    sys.dont_write_bytecode = True  # leave no __pycache__ behind in the workspace
-    recorder = Recorder(args.per_test_timeout, workdir)
-    base = ["-q", "-p", "no:cacheprovider", "--rootdir", workdir]
-    exit_code = pytest.main([*base, *args.pytest_args], plugins=[recorder])
-    with open(args.results, "w", encoding="utf-8") as f:
-        json.dump({"exit_code": int(exit_code), "tests": recorder.tests}, f, indent=1, sort_keys=True)
+    run(args.workdir, args.results, args.per_test_timeout, args.pytest_args)
     return 0
 
 
