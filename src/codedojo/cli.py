@@ -9,13 +9,16 @@ import sys
 
 # Modules with `register(subparsers)`; each adds parsers whose defaults carry `func(args) -> int`.
 COMMAND_MODULES = (
+    "codedojo.agent.cli",
+    "codedojo.inference.cli",
     "codedojo.tasks.cli",
     "codedojo.trial.cli",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codedojo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="codedojo", description="Train multi-turn coding agents with reinforcement learning.")
     parser.add_argument("--version", action="version", version=f"codedojo {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -1,0 +1,74 @@
+"""`codedojo serve`: run a model behind the HTTP server (see `codedojo.inference.server`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "serve",
+        help="serve a model over HTTP (SGLang /generate, OpenAI chat completions)",
+        description="Serve a model with codedojo's local engine. Prints 'serving MODEL on URL' once the "
+        "socket listens. --port 0 picks a free port.",
+    )
+    p.add_argument("--model", default="smollm2-135m-instruct",
+                   help="smollm2-135m-instruct, tiny-llama, tiny-qwen3 or a Hugging Face folder "
+                   "(default: smollm2-135m-instruct)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=30000, help="port (default: 30000; 0 = any free port)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--dtype", default="float32", choices=DTYPES, help="weights and KV dtype (default: float32)")
+    p.add_argument("--kv-budget-tokens", type=int, default=None,
+                   help="KV cache budget in tokens (default: a quarter of memory, at most 8 GiB)")
+    p.add_argument("--max-running", type=int, default=64, help="most requests in the running batch (default: 64)")
+    p.add_argument("--max-step-tokens", type=int, default=1024,
+                   help="most tokens per forward step, decode plus prefill chunks (default: 1024)")
+    p.add_argument("--seed", type=int, default=None, help="seed for requests that carry none")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    import torch
+
+    from codedojo.inference.engine import LocalEngine
+    from codedojo.inference.errors import InferenceError
+    from codedojo.inference.server import serve
+    from codedojo.inference.specs import resolve_model
+
+    try:
+        spec = resolve_model(args.model)
+        engine = LocalEngine.from_spec(
+            spec,
+            device=args.device,
+            dtype=getattr(torch, args.dtype),
+            kv_budget_tokens=args.kv_budget_tokens,
+            max_running=args.max_running,
+            max_step_tokens=args.max_step_tokens,
+            seed=args.seed,
+        )
+    except InferenceError as error:
+        print(f"codedojo serve: {error}", file=sys.stderr)
+        return 2
+
+    def ready(url: str) -> None:
+        print(f"serving {spec.name} on {url}", flush=True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(serve(engine, model_name=spec.name, host=args.host, port=args.port, ready=ready))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,390 @@
+"""The local engine's bookkeeping: which sequence runs in which KV row, which sessions keep parked KV,
+and what goes into the next forward step (continuous batching).
+
+Invariants (the scheduler is single-threaded: only the engine's worker thread touches it):
+- `rows[i]` is the request whose KV lives in cache row i; rows are dense (a finished row is filled by
+  moving the last row into it).
+- A running request has `kv_len` positions of KV. While prefilling, kv_len < len(prompt); once decoding,
+  kv_len == len(prompt) + len(output) - 1 (the newest sampled token is fed in the next step).
+- A session between turns holds a `ParkedKV` for exactly `tokens`; during a turn its KV is in a row.
+- Every request starts from the longest prefix any resident sequence (its own session, another parked
+  session, or a running row) shares with its prompt, and prefills only the rest. A request whose prompt
+  is also being prefilled by another row waits one step and then copies that row's KV: a GRPO group
+  sharing one task prompt prefills it once.
+- Parked KV + allocated rows stay within `kv_budget_tokens`; least recently used sessions lose their
+  parked KV first (their next turn is recomputed from scratch, transparently).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from codedojo.inference.errors import InvalidRequestError, SessionBusyError, UnknownSessionError
+from codedojo.inference.kv_cache import KVCache, ParkedKV
+from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
+from codedojo.inference.sampler import RowSampling, sample
+from codedojo.inference.step_batch import build_step
+from codedojo.inference.stopping import StopStrings
+from codedojo.inference.transformer import Transformer
+
+# A request waits for another row's prefill only when that saves at least this many tokens.
+MIN_SHARED_PREFIX = 32
+# Session records kept after their KV is gone (so `end_session` can tell "evicted" from "unknown").
+MAX_SESSION_RECORDS = 100_000
+
+Deliver = Callable[[Completion | BaseException], None]
+
+
+@dataclass(eq=False, kw_only=True)
+class Request:
+    prompt: list[int]
+    params: SamplingParams
+    session_id: str | None
+    max_new_tokens: int
+    """params.max_new_tokens, clipped so the sequence stays within the context."""
+    stop_token_ids: frozenset[int]
+    stop_strings: StopStrings | None
+    sampling: RowSampling
+    deliver: Deliver
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    kv_len: int = 0
+    cached_tokens: int = 0
+    weight_version: int = 0
+    cancelled: bool = False
+    """Set from the caller's thread when it stops waiting; the row is dropped at the next step."""
+
+    @property
+    def prefilling(self) -> bool:
+        return self.kv_len < len(self.prompt)
+
+    def tokens(self) -> list[int]:
+        return self.prompt + self.output
+
+    def completion(self, finish_reason: FinishReason) -> Completion:
+        return Completion(
+            token_ids=tuple(self.output),
+            logprobs=tuple(self.logprobs),
+            finish_reason=finish_reason,
+            prompt_tokens=len(self.prompt),
+            cached_tokens=self.cached_tokens,
+            weight_version=self.weight_version,
+        )
+
+
+@dataclass(eq=False)
+class Session:
+    tokens: np.ndarray
+    """The tokens whose KV `parked` holds (int64)."""
+    parked: ParkedKV | None = None
+    running: Request | None = None
+    ended: bool = False
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0 or a[0] != b[0]:
+        return 0
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def _round_up_pow2(n: int, *, minimum: int) -> int:
+    return max(minimum, 1 << max(n - 1, 0).bit_length())
+
+
+class Scheduler:
+    def __init__(
+        self,
+        model: Transformer,
+        *,
+        kv_budget_tokens: int,
+        max_running: int,
+        max_step_tokens: int,
+    ) -> None:
+        if max_step_tokens < 2 * max_running:
+            raise ValueError(f"max_step_tokens ({max_step_tokens}) must be >= 2 * max_running ({max_running})")
+        self.model = model
+        self.cache = KVCache(model.kv_shape)
+        self.kv_budget_tokens = kv_budget_tokens
+        self.max_running = max_running
+        self.max_step_tokens = max_step_tokens
+        self.waiting: deque[Request] = deque()
+        self.rows: list[Request] = []
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.parked_tokens = 0
+        self.weight_version = 0
+        self.counters = {"steps": 0, "prefill_tokens": 0, "decode_tokens": 0, "cached_tokens": 0, "evictions": 0}
+
+    # ----- commands -------------------------------------------------------------------------------
+
+    def submit(self, request: Request) -> None:
+        sid = request.session_id
+        if sid is not None:
+            session = self.sessions.get(sid)
+            if session is not None and session.running is not None:
+                request.deliver(SessionBusyError(f"session {sid!r} already has a request running"))
+                return
+            if session is None:
+                session = self.sessions[sid] = Session(tokens=np.zeros(0, dtype=np.int64))
+                self._forget_old_sessions()
+            session.running = request
+            session.ended = False
+        self.waiting.append(request)
+
+    def end_session(self, session_id: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise UnknownSessionError(f"unknown session {session_id!r} (never seen, or already ended)")
+        if session.running is not None:
+            session.ended = True  # dropped when its turn finishes
+            return
+        self._drop_parked(session)
+        del self.sessions[session_id]
+
+    def has_work(self) -> bool:
+        return bool(self.rows or self.waiting)
+
+    def abort_all(self, error: BaseException | None = None) -> None:
+        """End every running and waiting request: with `error`, or as finish_reason "abort"."""
+        for request in list(self.waiting):
+            self._settle(request, error)
+        self.waiting.clear()
+        for row in reversed(range(len(self.rows))):
+            self._finish(row, error, park=error is None)
+
+    @torch.no_grad()
+    def load_weights(self, state: Mapping[str, torch.Tensor], *, strict: bool) -> int:
+        """New weights; every cached KV was computed with the old ones and is dropped. Needs no rows."""
+        assert not self.rows, "weights change only between turns"
+        self.model.load_state_dict(state, strict=strict)
+        for session in self.sessions.values():
+            self._drop_parked(session)
+        self.cache.release()
+        self.weight_version += 1
+        return self.weight_version
+
+    # ----- one step -------------------------------------------------------------------------------
+
+    def step(self, *, admit: bool = True) -> None:
+        for row in reversed(range(len(self.rows))):
+            if self.rows[row].cancelled:
+                self._finish(row, None, park=True)
+        if admit:
+            self._admit()
+        if not self.rows:
+            return
+        decode, prefills, sampled = [], [], []
+        for row, request in enumerate(self.rows):
+            if not request.prefilling:
+                decode.append((row, request.kv_len, request.output[-1]))
+                sampled.append(row)
+        budget = self.max_step_tokens - len(decode)
+        offset = len(decode)
+        sample_tokens = list(range(len(decode)))
+        for row, request in enumerate(self.rows):
+            if request.prefilling and budget > 0:
+                chunk = request.prompt[request.kv_len : request.kv_len + budget]
+                prefills.append((row, request.kv_len, chunk))
+                budget -= len(chunk)
+                offset += len(chunk)
+                if request.kv_len + len(chunk) == len(request.prompt):
+                    sample_tokens.append(offset - 1)
+                    sampled.append(row)
+        self._reserve(extra={row: len(chunk) for row, _, chunk in prefills})
+        batch = build_step(decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device)
+        logits = self.model.forward(batch, self.cache)
+        tokens, logprobs = sample(logits, [self.rows[row].sampling for row in sampled])
+        self.counters["steps"] += 1
+        self.counters["decode_tokens"] += len(decode)
+        for row, _, chunk in prefills:
+            self.rows[row].kv_len += len(chunk)
+            self.counters["prefill_tokens"] += len(chunk)
+        for row, _, _ in decode:
+            self.rows[row].kv_len += 1
+        done: list[tuple[int, FinishReason]] = []
+        for row, token, logprob in zip(sampled, tokens, logprobs, strict=True):
+            request = self.rows[row]
+            request.output.append(token)
+            request.logprobs.append(logprob)
+            reason = self._finish_reason(request, token)
+            if reason is not None:
+                done.append((row, reason))
+        for row, reason in sorted(done, reverse=True):
+            self._finish(row, reason, park=True)
+
+    def _finish_reason(self, request: Request, token: int) -> FinishReason | None:
+        if token in request.stop_token_ids:
+            return "stop"
+        if request.stop_strings is not None and request.stop_strings.hit(request.output):
+            return "stop"
+        if len(request.output) >= request.max_new_tokens:
+            return "length"
+        return None
+
+    # ----- admission ------------------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        deferred: list[Request] = []
+        while self.waiting and len(self.rows) < self.max_running:
+            request = self.waiting.popleft()
+            if request.cancelled:
+                self._settle(request, None)
+                continue
+            prompt = np.asarray(request.prompt, dtype=np.int64)
+            source, reuse = self._best_prefix(request, prompt)
+            if self._prefill_in_flight(prompt) >= reuse + MIN_SHARED_PREFIX:
+                deferred.append(request)
+                continue
+            try:
+                room = self._make_room(len(request.prompt) + 1, keep=source)
+            except InvalidRequestError as error:
+                self._settle(request, error)
+                continue
+            if not room:
+                self.waiting.appendleft(request)
+                break
+            row = len(self.rows)
+            self.rows.append(request)
+            self._reserve(extra={row: reuse})
+            self._copy_prefix(source, row, reuse)
+            request.kv_len = request.cached_tokens = reuse
+            request.weight_version = self.weight_version
+            self.counters["cached_tokens"] += reuse
+            if request.session_id is not None:
+                self._drop_parked(self.sessions[request.session_id])
+        self.waiting.extendleft(reversed(deferred))
+
+    def _best_prefix(self, request: Request, prompt: np.ndarray) -> tuple[Session | int | None, int]:
+        """The resident sequence sharing the longest prefix with prompt: a session, a row, or None."""
+        best: Session | int | None = None
+        best_len = 0
+        own = self.sessions.get(request.session_id) if request.session_id is not None else None
+        candidates: list[tuple[Session | int, np.ndarray]] = []
+        if own is not None and own.parked is not None:
+            candidates.append((own, own.tokens))
+        candidates += [(s, s.tokens) for s in self.sessions.values() if s.parked is not None and s is not own]
+        candidates += [
+            (row, np.asarray(r.tokens()[: r.kv_len], dtype=np.int64)) for row, r in enumerate(self.rows)
+        ]
+        for candidate, tokens in candidates:
+            shared = _common_prefix(tokens, prompt)
+            if shared > best_len:
+                best, best_len = candidate, shared
+        # At least one prompt token is always prefilled: its logits give the first sampled token.
+        return best, min(best_len, len(prompt) - 1)
+
+    def _prefill_in_flight(self, prompt: np.ndarray) -> int:
+        """Longest prefix shared with a prompt that a running row is still prefilling."""
+        shared = 0
+        for request in self.rows:
+            if request.prefilling:
+                shared = max(shared, _common_prefix(np.asarray(request.prompt, dtype=np.int64), prompt))
+        return shared
+
+    def _copy_prefix(self, source: Session | int | None, row: int, length: int) -> None:
+        if length == 0 or source is None:
+            return
+        if isinstance(source, Session):
+            assert source.parked is not None
+            self.cache.restore(row, source.parked, length)
+        else:
+            self.cache.move_row(source, row, length)
+
+    # ----- memory ---------------------------------------------------------------------------------
+
+    def _reserve(self, *, extra: dict[int, int]) -> None:
+        """Grow the cache for the current rows, each needing kv_len + extra[row] (+1 decode) positions."""
+        needed = 0
+        for row, request in enumerate(self.rows):
+            needed = max(needed, request.kv_len + extra.get(row, 0) + 1)
+        rows = _round_up_pow2(len(self.rows), minimum=4)
+        capacity = _round_up_pow2(needed, minimum=256)
+        capacity = min(capacity, self.model.config.max_positions)
+        if rows > self.cache.rows or capacity > self.cache.capacity:
+            keep = [r.kv_len for r in self.rows]
+            self.cache.reserve(rows=rows, capacity=capacity, keep=keep + [0] * (self.cache.rows - len(keep)))
+            self._evict(protect=None)
+
+    def _make_room(self, length: int, *, keep: Session | int | None) -> bool:
+        """Can one more row of `length` positions be allocated within budget (evicting parked KV)?"""
+        rows = _round_up_pow2(len(self.rows) + 1, minimum=4)
+        capacity = min(
+            max(self.cache.capacity, _round_up_pow2(length, minimum=256)), self.model.config.max_positions
+        )
+        allocation = max(rows, self.cache.rows) * capacity
+        protect = keep if isinstance(keep, Session) else None
+        self._evict(protect=protect, allocation=allocation)
+        if allocation + self.parked_tokens <= self.kv_budget_tokens:
+            return True
+        if self.rows:
+            return False  # wait for running rows to finish
+        if allocation > self.kv_budget_tokens:
+            raise InvalidRequestError(
+                f"a {length}-token sequence needs {allocation} KV tokens, over the engine's "
+                f"kv_budget_tokens={self.kv_budget_tokens}"
+            )
+        return True
+
+    def _evict(self, *, protect: Session | None, allocation: int | None = None) -> None:
+        allocated = self.cache.allocated_tokens if allocation is None else allocation
+        for session in list(self.sessions.values()):
+            if allocated + self.parked_tokens <= self.kv_budget_tokens:
+                return
+            if session.parked is not None and session is not protect:
+                self._drop_parked(session)
+                self.counters["evictions"] += 1
+
+    def _drop_parked(self, session: Session) -> None:
+        if session.parked is not None:
+            self.parked_tokens -= session.parked.length
+        session.parked = None
+        session.tokens = np.zeros(0, dtype=np.int64)
+
+    def _forget_old_sessions(self) -> None:
+        while len(self.sessions) > MAX_SESSION_RECORDS:
+            sid, session = next(iter(self.sessions.items()))
+            if session.running is not None:
+                break
+            self._drop_parked(session)
+            del self.sessions[sid]
+
+    # ----- finishing ------------------------------------------------------------------------------
+
+    def _finish(self, row: int, outcome: FinishReason | BaseException | None, *, park: bool) -> None:
+        """Deliver row's result (None: aborted), park its KV with its session, and free the row."""
+        request = self.rows[row]
+        if request.session_id is not None:
+            session = self.sessions[request.session_id]
+            session.running = None
+            if session.ended:
+                del self.sessions[request.session_id]
+            elif park and request.kv_len:
+                session.parked = self.cache.park(row, request.kv_len)
+                session.tokens = np.asarray(request.tokens()[: request.kv_len], dtype=np.int64)
+                self.parked_tokens += request.kv_len
+                self.sessions.move_to_end(request.session_id)
+        last = len(self.rows) - 1
+        if row != last:
+            self.cache.move_row(last, row, self.rows[last].kv_len)
+            self.rows[row] = self.rows[last]
+        self.rows.pop()
+        if isinstance(outcome, str):
+            request.deliver(request.completion(outcome))
+        else:
+            self._settle(request, outcome)
+        self._evict(protect=None)
+
+    def _settle(self, request: Request, error: BaseException | None) -> None:
+        if request.session_id is not None:
+            session = self.sessions.get(request.session_id)
+            if session is not None and session.running is request:
+                session.running = None
+                if session.ended:
+                    del self.sessions[request.session_id]
+        request.deliver(error if error is not None else request.completion("abort"))

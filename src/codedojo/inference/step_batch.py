@@ -1,0 +1,116 @@
+"""One forward step's worth of work: decode tokens of running rows plus prefill chunks, packed.
+
+Token order in a step is fixed: first one token per decoding row (in row order), then each prefill chunk
+in turn. The linear layers see all of them as one `[num_tokens, hidden]` matrix (no padding anywhere);
+only attention looks at rows, through `DecodeRun`s (contiguous decoding rows, one attention call each,
+shorter rows masked) and `PrefillChunk`s (one causal attention call each, against the row's past).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeRun:
+    """Decoding rows row_start..row_stop-1, whose tokens are token_start.. in the step."""
+
+    row_start: int
+    row_stop: int
+    token_start: int
+    kv_len: int
+    """Longest KV length in the run, the new token included."""
+    mask: torch.Tensor
+    """[rows, 1, 1, kv_len] bool: True where a row has a valid position."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefillChunk:
+    """num_tokens prompt tokens of `row` at positions past..past+num_tokens-1."""
+
+    row: int
+    token_start: int
+    num_tokens: int
+    past: int
+    mask: torch.Tensor
+    """[num_tokens, past + num_tokens] bool, causal with the past fully visible."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBatch:
+    token_ids: torch.Tensor
+    """[num_tokens] int64."""
+    positions: torch.Tensor
+    """[num_tokens] int64 position of each token in its sequence."""
+    decode_rows: torch.Tensor
+    """[num_decode] int64 row of each decode token (the first num_decode tokens)."""
+    decode_runs: tuple[DecodeRun, ...]
+    prefills: tuple[PrefillChunk, ...]
+    sample_tokens: torch.Tensor
+    """[num_samples] int64 indices of the tokens whose next-token logits are wanted."""
+
+    @property
+    def num_decode(self) -> int:
+        return int(self.decode_rows.shape[0])
+
+
+def build_step(
+    decode: list[tuple[int, int, int]],
+    *,
+    prefills: list[tuple[int, int, list[int]]],
+    sample_tokens: list[int],
+    device: torch.device,
+) -> StepBatch:
+    """Pack a step.
+
+    decode: (row, position, token) per decoding row, rows ascending; the token's KV goes to `position`.
+    prefills: (row, past, tokens) per chunk. sample_tokens: indices into the packed token order.
+    """
+    tokens = [token for _, _, token in decode]
+    positions = [position for _, position, _ in decode]
+    runs = []
+    start = 0
+    while start < len(decode):
+        stop = start + 1
+        while stop < len(decode) and decode[stop][0] == decode[stop - 1][0] + 1:
+            stop += 1
+        lengths = torch.tensor([position + 1 for _, position, _ in decode[start:stop]])
+        kv_len = int(lengths.max())
+        # [rows, 1, 1, kv_len]: each row sees its own valid prefix only.
+        mask = (torch.arange(kv_len)[None, :] < lengths[:, None])[:, None, None, :]
+        runs.append(
+            DecodeRun(
+                row_start=decode[start][0],
+                row_stop=decode[stop - 1][0] + 1,
+                token_start=start,
+                kv_len=kv_len,
+                mask=mask.to(device),
+            )
+        )
+        start = stop
+    chunks = []
+    for row, past, chunk in prefills:
+        n = len(chunk)
+        query = torch.arange(n)[:, None]
+        key = torch.arange(past + n)[None, :]
+        chunks.append(
+            PrefillChunk(
+                row=row,
+                token_start=len(tokens),
+                num_tokens=n,
+                past=past,
+                mask=(key <= past + query).to(device),
+            )
+        )
+        tokens.extend(chunk)
+        positions.extend(range(past, past + n))
+    return StepBatch(
+        token_ids=torch.tensor(tokens, dtype=torch.int64, device=device),
+        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        decode_rows=torch.tensor([row for row, _, _ in decode], dtype=torch.int64, device=device),
+        decode_runs=tuple(runs),
+        prefills=tuple(chunks),
+        sample_tokens=torch.tensor(sample_tokens, dtype=torch.int64, device=device),
+    )

@@ -1,0 +1,307 @@
+"""Our own forward pass for Llama- and Qwen3-architecture models, reading Hugging Face weights.
+
+Why not call the HF model: its cache grows by concatenation (25-37% of a CPU decode step), ragged
+batches need left padding, and it cannot mix decode tokens and prefill chunks of different sequences in
+one call. Here the linear layers run once over every token of a step packed into one matrix, attention
+runs per contiguous run of rows against a preallocated KV cache (`kv_cache.KVCache`), and only the
+positions that will be sampled go through the vocabulary projection.
+
+Weights are HF's, by HF's names; q|k|v and gate|up are fused into one matrix each so a layer costs four
+matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE, SDPA with the default
+1/sqrt(head_dim) scale); `tests/test_inference_transformer.py` checks parity against the HF forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from codedojo.inference.errors import UnknownModelError
+from codedojo.inference.kv_cache import KVCache, KVShape
+from codedojo.inference.step_batch import StepBatch
+
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
+# RoPE variants whose frequencies do not depend on the sequence length (dynamic ones would need
+# recomputing per step; none of the supported checkpoints use them).
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    max_positions: int
+    """Context length: positions beyond it are rejected."""
+    qk_norm: bool
+    """Qwen3 RMS-normalises each head of q and k before RoPE."""
+    attention_bias: bool
+    mlp_bias: bool
+    tie_word_embeddings: bool
+
+    @property
+    def num_query_groups(self) -> int:
+        return self.num_heads // self.num_kv_heads
+
+    @classmethod
+    def from_hf(cls, hf_config: Any) -> TransformerConfig:
+        archs = tuple(getattr(hf_config, "architectures", None) or ())
+        if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+            raise UnknownModelError(
+                f"architecture {archs or hf_config.model_type!r} is not supported by the local engine "
+                f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)}); serve it with SGLang or vLLM and use "
+                "HTTPEngine"
+            )
+        if getattr(hf_config, "use_sliding_window", False):
+            raise UnknownModelError("sliding-window attention is not supported by the local engine")
+        head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+        return cls(
+            vocab_size=hf_config.vocab_size,
+            hidden_size=hf_config.hidden_size,
+            intermediate_size=hf_config.intermediate_size,
+            num_layers=hf_config.num_hidden_layers,
+            num_heads=hf_config.num_attention_heads,
+            num_kv_heads=hf_config.num_key_value_heads,
+            head_dim=head_dim,
+            rms_norm_eps=hf_config.rms_norm_eps,
+            max_positions=hf_config.max_position_embeddings,
+            qk_norm="Qwen3ForCausalLM" in archs,
+            attention_bias=bool(getattr(hf_config, "attention_bias", False)),
+            mlp_bias=bool(getattr(hf_config, "mlp_bias", False)),
+            tie_word_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
+        )
+
+
+def rope_frequencies(hf_config: Any) -> tuple[torch.Tensor, float]:
+    """(inv_freq [head_dim / 2], attention_scaling), computed exactly as HF's rotary module does."""
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type not in STATIC_ROPE_TYPES:
+        raise UnknownModelError(f"RoPE type {rope_type!r} is not supported (supported: {STATIC_ROPE_TYPES})")
+    if rope_type == "default":
+        head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim
+        return 1.0 / (params["rope_theta"] ** exponents), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, None)
+    return inv_freq.float(), float(scaling)
+
+
+@dataclass(kw_only=True)
+class _Layer:
+    input_norm: torch.Tensor
+    qkv: torch.Tensor
+    """[(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, k, v stacked."""
+    qkv_bias: torch.Tensor | None
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    post_norm: torch.Tensor
+    gate_up: torch.Tensor
+    """[2 * intermediate, hidden]: gate then up."""
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor
+    down_bias: torch.Tensor | None
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # In fp32 like HF's LlamaRMSNorm, whatever the model dtype.
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x [tokens, heads, head_dim]; cos, sin [tokens, 1, head_dim]
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class Transformer:
+    """Weights plus the forward pass. Not an nn.Module: it is never trained, only loaded and run."""
+
+    def __init__(
+        self,
+        config: TransformerConfig,
+        *,
+        inv_freq: torch.Tensor,
+        attention_scaling: float,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.dtype = dtype
+        c = config
+
+        def empty(*size: int) -> torch.Tensor:
+            return torch.zeros(size, dtype=dtype, device=self.device)
+
+        qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
+        self.embed = empty(c.vocab_size, c.hidden_size)
+        self.layers = [
+            _Layer(
+                input_norm=empty(c.hidden_size),
+                qkv=empty(qkv_rows, c.hidden_size),
+                qkv_bias=empty(qkv_rows) if c.attention_bias else None,
+                q_norm=empty(c.head_dim) if c.qk_norm else None,
+                k_norm=empty(c.head_dim) if c.qk_norm else None,
+                o=empty(c.hidden_size, c.num_heads * c.head_dim),
+                o_bias=empty(c.hidden_size) if c.attention_bias else None,
+                post_norm=empty(c.hidden_size),
+                gate_up=empty(2 * c.intermediate_size, c.hidden_size),
+                gate_up_bias=empty(2 * c.intermediate_size) if c.mlp_bias else None,
+                down=empty(c.hidden_size, c.intermediate_size),
+                down_bias=empty(c.hidden_size) if c.mlp_bias else None,
+            )
+            for _ in range(c.num_layers)
+        ]
+        self.norm = empty(c.hidden_size)
+        self.lm_head = self.embed if c.tie_word_embeddings else empty(c.vocab_size, c.hidden_size)
+        # cos/sin tables [max_positions, head_dim], computed like HF's rotary module (fp32, then cast).
+        freqs = torch.arange(c.max_positions, dtype=torch.float)[:, None] * inv_freq[None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)
+        self.cos = (angles.cos() * attention_scaling).to(device=self.device, dtype=dtype)
+        self.sin = (angles.sin() * attention_scaling).to(device=self.device, dtype=dtype)
+        self._targets = self._name_targets()
+
+    @property
+    def kv_shape(self) -> KVShape:
+        c = self.config
+        return KVShape(
+            num_layers=c.num_layers,
+            num_kv_heads=c.num_kv_heads,
+            head_dim=c.head_dim,
+            dtype=self.dtype,
+            device=self.device,
+        )
+
+    def _name_targets(self) -> dict[str, torch.Tensor]:
+        """HF parameter name -> the (view of the) tensor it is copied into."""
+        c = self.config
+        q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        out = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm}
+        out["lm_head.weight"] = self.lm_head
+        split = {"q": slice(0, q_rows), "k": slice(q_rows, q_rows + kv_rows), "v": slice(q_rows + kv_rows, None)}
+        for i, layer in enumerate(self.layers):
+            p = f"model.layers.{i}."
+            out[p + "input_layernorm.weight"] = layer.input_norm
+            out[p + "post_attention_layernorm.weight"] = layer.post_norm
+            for name, rows in split.items():
+                out[p + f"self_attn.{name}_proj.weight"] = layer.qkv[rows]
+                if layer.qkv_bias is not None:
+                    out[p + f"self_attn.{name}_proj.bias"] = layer.qkv_bias[rows]
+            out[p + "self_attn.o_proj.weight"] = layer.o
+            if layer.o_bias is not None:
+                out[p + "self_attn.o_proj.bias"] = layer.o_bias
+            if layer.q_norm is not None and layer.k_norm is not None:
+                out[p + "self_attn.q_norm.weight"] = layer.q_norm
+                out[p + "self_attn.k_norm.weight"] = layer.k_norm
+            inter = c.intermediate_size
+            out[p + "mlp.gate_proj.weight"] = layer.gate_up[:inter]
+            out[p + "mlp.up_proj.weight"] = layer.gate_up[inter:]
+            out[p + "mlp.down_proj.weight"] = layer.down
+            if layer.gate_up_bias is not None and layer.down_bias is not None:
+                out[p + "mlp.gate_proj.bias"] = layer.gate_up_bias[:inter]
+                out[p + "mlp.up_proj.bias"] = layer.gate_up_bias[inter:]
+                out[p + "mlp.down_proj.bias"] = layer.down_bias
+        return out
+
+    @torch.no_grad()
+    def load_state_dict(self, state: Mapping[str, torch.Tensor], *, strict: bool = True) -> None:
+        """Copy HF-named tensors in. strict: every weight must be present (a partial update otherwise)."""
+        unknown = [name for name in state if name not in self._targets and "rotary_emb" not in name]
+        if unknown:
+            raise UnknownModelError(f"unexpected weight names: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        tied = {"lm_head.weight"} if self.config.tie_word_embeddings else set()
+        missing = [n for n in self._targets if n not in state and n not in tied]
+        if strict and missing:
+            raise UnknownModelError(f"missing weights: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        for name, tensor in state.items():
+            if name not in self._targets:
+                continue
+            target = self._targets[name]
+            if tuple(target.shape) != tuple(tensor.shape):
+                raise UnknownModelError(f"{name}: shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
+            target.copy_(tensor.detach())
+
+    @torch.no_grad()
+    def forward(self, step: StepBatch, cache: KVCache) -> torch.Tensor:
+        """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
+        c = self.config
+        n = step.token_ids.shape[0]
+        q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        x = self.embed[step.token_ids]  # [n, hidden]
+        cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
+        sin = self.sin[step.positions][:, None, :]
+        for index, layer in enumerate(self.layers):
+            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps)
+            qkv = F.linear(h, layer.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
+            q = qkv[:, :q_size].view(n, c.num_heads, c.head_dim)
+            k = qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim)
+            v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
+            if layer.q_norm is not None and layer.k_norm is not None:
+                q = _rms_norm(q, layer.q_norm, c.rms_norm_eps)
+                k = _rms_norm(k, layer.k_norm, c.rms_norm_eps)
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
+            x = x + F.linear(attn.view(n, q_size), layer.o, layer.o_bias)
+            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps)
+            gate, up = F.linear(h, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
+        h = _rms_norm(x[step.sample_tokens], self.norm, c.rms_norm_eps)
+        return F.linear(h, self.lm_head).float()
+
+    def _attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        step: StepBatch,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+    ) -> torch.Tensor:
+        """q [n, heads, head_dim], k/v [n, kv_heads, head_dim] -> [n, heads, head_dim]."""
+        c = self.config
+        num_decode = step.num_decode
+        if num_decode:
+            positions = step.positions[:num_decode]
+            key_cache[step.decode_rows, :, positions] = k[:num_decode]
+            value_cache[step.decode_rows, :, positions] = v[:num_decode]
+        for chunk in step.prefills:
+            span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
+            end = chunk.past + chunk.num_tokens
+            key_cache[chunk.row, :, chunk.past : end] = k[span].transpose(0, 1)
+            value_cache[chunk.row, :, chunk.past : end] = v[span].transpose(0, 1)
+        out = torch.empty_like(q)
+        for run in step.decode_runs:
+            rows = run.row_stop - run.row_start
+            tokens = slice(run.token_start, run.token_start + rows)
+            # The query heads sharing a KV head become that head's "query positions": one SDPA call
+            # reads each cached K/V once instead of once per query head. [rows, kv_heads, groups, dim]
+            grouped = q[tokens].view(rows, c.num_kv_heads, c.num_query_groups, c.head_dim)
+            keys = key_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
+            out[tokens] = o.reshape(rows, c.num_heads, c.head_dim)
+        for chunk in step.prefills:
+            span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
+            end = chunk.past + chunk.num_tokens
+            query = q[span].transpose(0, 1)[None]  # [1, heads, tokens, dim]
+            keys = key_cache[chunk.row : chunk.row + 1, :, :end]
+            values = value_cache[chunk.row : chunk.row + 1, :, :end]
+            o = F.scaled_dot_product_attention(query, keys, values, attn_mask=chunk.mask, enable_gqa=True)
+            out[span] = o[0].transpose(0, 1)
+        return out
