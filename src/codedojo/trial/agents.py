@@ -20,7 +20,9 @@ class AgentOutcome:
     exit_code: int | None = None
     detail: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    """Facts the trial result should carry (turns, tokens, the trajectory's location, ...)."""
+    """Facts the trial result should carry (turns, tokens, ...)."""
+    trajectory: Any = None
+    """The episode's trajectory when the agent keeps one (codedojo.agent.trajectory.Trajectory)."""
 
 
 class Agent(Protocol):

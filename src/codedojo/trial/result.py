@@ -13,7 +13,7 @@ the kind from here rather than deciding again:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -81,6 +81,8 @@ class TrialResult:
     """Host directory with result.json, agent/ and verifier/ (test-stdout.txt, reward file)."""
     details: dict[str, Any] = field(default_factory=dict)
     """Extra facts from the agent (turn counts, token counts, ...)."""
+    trajectory: Any = field(default=None, repr=False, compare=False)
+    """The agent's trajectory, when it keeps one; not part of the JSON form (it is saved on its own)."""
 
     @property
     def reward(self) -> float | None:
@@ -103,7 +105,8 @@ class TrialResult:
         return "task" if self.status is EpisodeStatus.SUBMITTED else "agent"
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, trajectory=None))
+        del data["trajectory"]
         data["status"] = str(self.status)
         data.update(reward=self.reward, solved=self.solved, failure_kind=self.failure_kind)
         return data

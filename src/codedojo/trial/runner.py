@@ -111,7 +111,7 @@ async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir:
     finally:
         timings["agent"] = time.monotonic() - t0
     fields: dict[str, Any] = {"error": outcome.detail, "agent_exit_code": outcome.exit_code,
-                              "details": outcome.details}
+                              "details": outcome.details, "trajectory": outcome.trajectory}
     if outcome.status.is_infrastructure:
         return outcome.status, fields
 

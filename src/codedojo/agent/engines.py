@@ -1,0 +1,40 @@
+"""Opening the engine an agent talks to, and the prompt profile that suits a model."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from codedojo.inference.protocol import Engine
+
+# Models below this many parameters get the `small` prompt profile (worked examples in the prompt).
+SMALL_MODEL_PARAMETERS = 3_000_000_000
+
+
+def profile_for(model: Any) -> str:
+    """The prompt profile a model spec asks for, else by size: `small` under 3B parameters."""
+    from codedojo.inference.specs import resolve_model
+
+    spec = resolve_model(model)
+    chosen = getattr(spec, "prompt_profile", None)
+    if chosen:
+        return str(chosen)
+    parameters = getattr(spec, "num_parameters", None)
+    if isinstance(parameters, int) and parameters < SMALL_MODEL_PARAMETERS:
+        return "small"
+    return "standard"
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+async def open_engine(model: Any, *, device: str | None = None, **engine_options: Any) -> Engine:
+    """A local engine for a model spec or name; loading runs off the event loop."""
+    from codedojo.inference.engine import LocalEngine
+
+    engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=device or default_device(),
+                                             **engine_options)
+    return engine

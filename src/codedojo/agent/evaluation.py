@@ -1,0 +1,117 @@
+"""Evaluation: n episodes per task, pass@k with the unbiased estimator, per-task and per-status counts."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from codedojo.agent.loop import AgentConfig
+from codedojo.agent.prompts import PromptProfile
+from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.inference.protocol import Engine
+from codedojo.tasks.task import Task
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got c={c}, n={n}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n samples, got n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskScore:
+    task: str
+    samples: int
+    """Episodes with a valid reward (infrastructure failures excluded)."""
+    solved: int
+    mean_reward: float | None
+    statuses: dict[str, int]
+
+    def pass_at(self, k: int) -> float | None:
+        return pass_at_k(self.samples, self.solved, k) if self.samples >= k else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalReport:
+    tasks: list[TaskScore]
+    n: int
+    statuses: dict[str, int]
+    wall_sec: float
+    episodes: list[Episode] = field(default_factory=list, repr=False)
+
+    def pass_at(self, k: int) -> float | None:
+        """Mean over tasks of the unbiased pass@k (tasks with fewer than k valid samples are left out)."""
+        values = [v for t in self.tasks if (v := t.pass_at(k)) is not None]
+        return statistics.fmean(values) if values else None
+
+    def stderr_pass_at_1(self) -> float | None:
+        """Standard error of pass@1 over tasks."""
+        values = [v for t in self.tasks if (v := t.pass_at(1)) is not None]
+        if len(values) < 2:
+            return None
+        return statistics.stdev(values) / math.sqrt(len(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        ks = sorted({1, self.n})
+        return {
+            "n": self.n, "tasks": len(self.tasks), "wall_sec": round(self.wall_sec, 2),
+            **{f"pass@{k}": self.pass_at(k) for k in ks}, "pass@1_stderr": self.stderr_pass_at_1(),
+            "statuses": self.statuses,
+            "per_task": [{"task": t.task, "samples": t.samples, "solved": t.solved, "mean_reward": t.mean_reward,
+                          **{f"pass@{k}": t.pass_at(k) for k in ks}, "statuses": t.statuses} for t in self.tasks],
+        }
+
+
+def score(episodes: Sequence[Episode], *, tasks: Sequence[Task], n: int, wall_sec: float) -> EvalReport:
+    by_task: dict[int, list[Episode]] = {i: [] for i in range(len(tasks))}
+    for episode in episodes:
+        by_task[episode.request.group].append(episode)
+    scores = []
+    for i, task in enumerate(tasks):
+        group = by_task[i]
+        valid = [e for e in group if e.valid]
+        rewards = [e.reward for e in valid if e.reward is not None]
+        scores.append(TaskScore(task=task.name, samples=len(valid), solved=sum(e.solved for e in valid),
+                                mean_reward=statistics.fmean(rewards) if rewards else None,
+                                statuses=dict(Counter(e.status for e in group))))
+    return EvalReport(tasks=scores, n=n, statuses=dict(Counter(e.status for e in episodes)), wall_sec=wall_sec,
+                      episodes=list(episodes))
+
+
+async def evaluate(tasks: Sequence[Task], *, engine: Engine, n: int, agent_config: AgentConfig,
+                   rollout: RolloutConfig, profile: PromptProfile | None = None, seed: int = 0,
+                   trajectory_dir: Path | None = None, console: Console | None = None) -> EvalReport:
+    """Run `n` episodes of every task and score them."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    requests = [EpisodeRequest(task=task, group=i, sample=j, seed=seed * 100_003 + i * 1009 + j)
+                for i, task in enumerate(tasks) for j in range(n)]
+    started = time.monotonic()
+    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("solved {task.fields[solved]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("eval", total=len(requests), solved=0)
+        solved = 0
+
+        def done(episode: Episode) -> None:
+            nonlocal solved
+            solved += episode.solved
+            progress.update(bar, advance=1, solved=solved)
+
+        episodes = await run_episodes(requests, engine=engine, agent_config=agent_config, rollout=rollout,
+                                      profile=profile, trajectory_dir=trajectory_dir, on_done=done)
+    return score(episodes, tasks=tasks, n=n, wall_sec=time.monotonic() - started)

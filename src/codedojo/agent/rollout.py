@@ -1,0 +1,151 @@
+"""Running many episodes at once: the rollout scheduler.
+
+Each episode is a full trial (sandbox start, agent loop, verification, close). Episodes run as asyncio
+tasks under two separate caps: open sandboxes (an episode holds one from start to close) and generations
+in flight (what the engine batches together). Episodes that end in an infrastructure failure are
+retried with a fresh sandbox up to `max_infra_retries` times; if they still fail they are returned
+marked invalid, so the trainer can leave them out of training and of group statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from codedojo.agent.loop import AgentConfig, AgentLoop
+from codedojo.agent.prompts import PromptProfile
+from codedojo.agent.trajectory import Trajectory
+from codedojo.inference.protocol import Completion, Engine, SamplingParams
+from codedojo.tasks.task import Task
+from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
+from codedojo.trial.runner import TrialOptions, run_trial
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutConfig:
+    """How episodes are scheduled and scored."""
+
+    max_open_sandboxes: int = 8
+    """Episodes holding a sandbox at once."""
+    max_inflight_generations: int = 32
+    """Generation requests in flight at once (the engine batches them)."""
+    max_infra_retries: int = 2
+    """Fresh attempts for an episode that ended in an infrastructure failure."""
+    reward_shape: RewardShape = "binary"
+    """How a verifier's rewards become the training scalar (tasks may override)."""
+    trial: TrialOptions = field(default_factory=TrialOptions)
+    """Sandbox backend, limits and timeout multiplier."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeRequest:
+    task: Task
+    group: int
+    """Index of the group (GRPO compares episodes of the same group)."""
+    sample: int
+    """Index within the group."""
+    seed: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Episode:
+    """A finished episode: the trial's result, the trajectory, and the shaped reward."""
+
+    request: EpisodeRequest
+    status: str
+    reward: float | None
+    """Shaped training reward; None when the episode has no valid reward (infrastructure failure)."""
+    rewards: dict[str, float] | None
+    trajectory: Trajectory | None
+    attempts: int
+    timings: dict[str, float]
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.reward is not None
+
+    @property
+    def solved(self) -> bool:
+        return self.rewards is not None and self.rewards.get("reward", 0.0) >= 1.0 and self.valid
+
+
+class ThrottledEngine:
+    """An Engine wrapper that caps generations in flight."""
+
+    def __init__(self, engine: Engine, limit: int) -> None:
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self._gate = asyncio.Semaphore(limit)
+
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *,
+                       session_id: str | None = None) -> Completion:
+        async with self._gate:
+            return await self.engine.generate(prompt_ids, params, session_id=session_id)
+
+    async def end_session(self, session_id: str) -> None:
+        await self.engine.end_session(session_id)
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+
+async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: AgentConfig,
+                      rollout: RolloutConfig, profile: PromptProfile | None = None,
+                      trajectory_dir: Path | None = None, sandbox_gate: asyncio.Semaphore | None = None) -> Episode:
+    """One episode with infrastructure retries."""
+    shape = shape_for(request.task, rollout.reward_shape)
+    attempts = 0
+    while True:
+        attempts += 1
+        agent = AgentLoop(engine, config=agent_config, profile=profile, seed=request.seed)
+        if sandbox_gate is not None:
+            async with sandbox_gate:
+                result = await run_trial(request.task, agent, options=rollout.trial)
+        else:
+            result = await run_trial(request.task, agent, options=rollout.trial)
+        if not result.status.is_infrastructure or attempts > rollout.max_infra_retries:
+            break
+    reward = shaped_reward(result, shape)
+    trajectory: Trajectory | None = result.trajectory
+    timings = {k: v for k, v in vars(result.timings).items() if v is not None}
+    if trajectory is not None:
+        timings.update({f"agent_{k}": v for k, v in trajectory.timings.items()})
+        trajectory = _with_outcome(trajectory, result.rewards if result.reward_valid else None, reward,
+                                   request=request, attempts=attempts, timings=timings)
+        if trajectory_dir is not None:
+            trajectory.save(trajectory_dir / f"{trajectory.episode_id}.json")
+    return Episode(request=request, status=str(result.status), reward=reward,
+                   rewards=result.rewards if result.reward_valid else None, trajectory=trajectory,
+                   attempts=attempts, timings=timings, error=result.error)
+
+
+def _with_outcome(trajectory: Trajectory, rewards: dict[str, float] | None, reward: float | None, *,
+                  request: EpisodeRequest, attempts: int, timings: dict[str, float]) -> Trajectory:
+    metadata: dict[str, Any] = {**trajectory.metadata, "group": request.group, "sample": request.sample,
+                                "attempts": attempts, "seed": request.seed}
+    return replace(trajectory, rewards=rewards, reward=reward, metadata=metadata,
+                   timings={**trajectory.timings, **timings})
+
+
+async def run_episodes(requests: Sequence[EpisodeRequest], *, engine: Engine, agent_config: AgentConfig,
+                       rollout: RolloutConfig, profile: PromptProfile | None = None,
+                       trajectory_dir: Path | None = None,
+                       on_done: Callable[[Episode], None] | None = None) -> list[Episode]:
+    """Run every request concurrently under the caps; results come back in request order."""
+    if rollout.max_open_sandboxes < 1 or rollout.max_inflight_generations < 1:
+        raise ValueError("max_open_sandboxes and max_inflight_generations must be at least 1")
+    throttled = ThrottledEngine(engine, rollout.max_inflight_generations)
+    gate = asyncio.Semaphore(rollout.max_open_sandboxes)
+
+    async def one(request: EpisodeRequest) -> Episode:
+        episode = await run_episode(request, engine=throttled, agent_config=agent_config, rollout=rollout,
+                                    profile=profile, trajectory_dir=trajectory_dir, sandbox_gate=gate)
+        if on_done is not None:
+            on_done(episode)
+        return episode
+
+    return list(await asyncio.gather(*(one(r) for r in requests)))

@@ -1,0 +1,123 @@
+"""The rollout scheduler (caps, retries, reward shapes) and evaluation (pass@k) with a scripted policy."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from codedojo.agent.evaluation import evaluate, pass_at_k
+from codedojo.agent.loop import AgentConfig
+from codedojo.agent.prompts import SUBMIT_SENTINEL
+from codedojo.agent.rollout import EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.agent.scripted import ScriptedPolicy
+from codedojo.inference.byte_tokenizer import byte_level_tokenizer
+from codedojo.inference.chat_templates import CHATML
+from codedojo.sandbox.local import LocalSandbox
+from codedojo.tasks.task import Task, examples_dir
+from codedojo.trial.result import EpisodeStatus, TrialResult
+from codedojo.trial.reward import shaped_reward
+from conftest import MakeTask
+
+SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
+TOKENIZER = byte_level_tokenizer(chat_template=CHATML)
+
+
+def test_pass_at_k_by_hand() -> None:
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)  # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(4, 0, 4) == 0.0 and pass_at_k(4, 4, 1) == 1.0 and pass_at_k(5, 3, 3) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_reward_shapes() -> None:
+    def result(rewards: dict[str, float] | None, status: EpisodeStatus = EpisodeStatus.SUBMITTED) -> TrialResult:
+        return TrialResult(task_name="t", task_path="t", agent="a", status=status, rewards=rewards)
+
+    partial = result({"reward": 0.0, "fail_to_pass": 0.5, "pass_to_pass": 1.0})
+    broken = result({"reward": 0.0, "fail_to_pass": 1.0, "pass_to_pass": 0.9})
+    assert shaped_reward(partial, "binary") == 0.0 and shaped_reward(partial, "fractional") == 0.5
+    assert shaped_reward(broken, "fractional") == 0.0
+    assert shaped_reward(result({"reward": 0.75}), "fractional") == 0.75
+    assert shaped_reward(result({"reward": 0.75}), "binary") == 0.0
+    assert shaped_reward(result(None, EpisodeStatus.VERIFIER_ERROR), "binary") is None
+
+
+def _script(session_id: str) -> list[str]:
+    # hello-file is solved, sum-numbers is not: a policy with a known pass rate per task
+    if session_id.startswith("hello-file"):
+        return ["```bash\necho world > hello.txt\n```", SUBMIT]
+    return ["```bash\nls\n```", SUBMIT]
+
+
+def test_evaluation_reports_pass_at_k_per_task() -> None:
+    tasks = [Task.load(examples_dir() / "hello-file"), Task.load(examples_dir() / "sum-numbers")]
+    report = asyncio.run(evaluate(tasks, engine=ScriptedPolicy(TOKENIZER, _script), n=3, agent_config=AgentConfig(),
+                                  rollout=RolloutConfig(max_open_sandboxes=3)))
+    assert [(t.task, t.samples, t.solved) for t in report.tasks] == [("hello-file", 3, 3), ("sum-numbers", 3, 0)]
+    assert report.pass_at(1) == pytest.approx(0.5) and report.pass_at(3) == pytest.approx(0.5)
+    assert report.statuses == {"submitted": 6}
+    data = report.to_dict()
+    assert data["pass@1"] == pytest.approx(0.5) and data["per_task"][0]["pass@3"] == 1.0
+
+
+def test_caps_on_open_sandboxes_are_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+    open_now = peak = 0
+    real_start, real_close = LocalSandbox.start.__func__, LocalSandbox.close  # type: ignore[attr-defined]
+
+    async def start(cls, task, *, limits=None):  # type: ignore[no-untyped-def]
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        return await real_start(cls, task, limits=limits)
+
+    async def close(self):  # type: ignore[no-untyped-def]
+        nonlocal open_now
+        if not self._closed:
+            open_now -= 1
+        await real_close(self)
+
+    monkeypatch.setattr(LocalSandbox, "start", classmethod(start))
+    monkeypatch.setattr(LocalSandbox, "close", close)
+    task = Task.load(examples_dir() / "hello-file")
+    requests = [EpisodeRequest(task=task, group=0, sample=i) for i in range(6)]
+    slow = ["```bash\nsleep 0.3\n```", SUBMIT]
+    episodes = asyncio.run(run_episodes(requests, engine=ScriptedPolicy(TOKENIZER, slow), agent_config=AgentConfig(),
+                                        rollout=RolloutConfig(max_open_sandboxes=2)))
+    assert len(episodes) == 6 and all(e.status == "submitted" for e in episodes)
+    assert peak == 2
+
+
+def test_infrastructure_failures_are_retried_then_marked_invalid(make_task: MakeTask) -> None:
+    broken = make_task(dockerfile="FROM alpine:3\nWORKDIR /app\n")
+    requests = [EpisodeRequest(task=broken, group=0, sample=0)]
+    episodes = asyncio.run(run_episodes(requests, engine=ScriptedPolicy(TOKENIZER, [SUBMIT]),
+                                        agent_config=AgentConfig(), rollout=RolloutConfig(max_infra_retries=2)))
+    (episode,) = episodes
+    assert episode.attempts == 3 and episode.status == "sandbox_error"
+    assert not episode.valid and episode.reward is None
+
+
+def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_start = LocalSandbox.start.__func__  # type: ignore[attr-defined]
+    calls = 0
+
+    async def start(cls, task, *, limits=None):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        sandbox = await real_start(cls, task, limits=limits)
+        if calls == 1:
+            with contextlib.suppress(Exception):
+                await sandbox.close()  # the first sandbox dies right away
+        return sandbox
+
+    monkeypatch.setattr(LocalSandbox, "start", classmethod(start))
+    task = Task.load(examples_dir() / "hello-file")
+    script = ["```bash\necho world > hello.txt\n```", SUBMIT]
+    (episode,) = asyncio.run(run_episodes([EpisodeRequest(task=task, group=0, sample=0)],
+                                          engine=ScriptedPolicy(TOKENIZER, script), agent_config=AgentConfig(),
+                                          rollout=RolloutConfig()))
+    assert episode.attempts == 2 and episode.status == "submitted" and episode.reward == 1.0
+    assert episode.trajectory is not None and episode.trajectory.metadata["attempts"] == 2
