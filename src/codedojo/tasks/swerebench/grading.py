@@ -64,17 +64,25 @@ def grade_log(
     """
     with tempfile.TemporaryDirectory(prefix="codedojo-grade-") as tmp:
         d = Path(tmp)
-        (d / "test-output.log").write_bytes(log.encode("utf-8", "surrogateescape") if isinstance(log, str) else log)
+        (d / "test-output.log").write_bytes(
+            log.encode("utf-8", "surrogateescape") if isinstance(log, str) else log
+        )
         (d / "fail_to_pass.txt").write_text(format_ids(fail_to_pass), encoding="utf-8")
         (d / "pass_to_pass.txt").write_text(format_ids(pass_to_pass), encoding="utf-8")
         args = [
             *awk,
-            "-v", f"parser={parser}",
-            "-v", f"f2p={d / 'fail_to_pass.txt'}",
-            "-v", f"p2p={d / 'pass_to_pass.txt'}",
-            "-v", f"out={d}",
-            "-v", f"whole={1 if whole_log else 0}",
-            "-f", str(GRADER),
+            "-v",
+            f"parser={parser}",
+            "-v",
+            f"f2p={d / 'fail_to_pass.txt'}",
+            "-v",
+            f"p2p={d / 'pass_to_pass.txt'}",
+            "-v",
+            f"out={d}",
+            "-v",
+            f"whole={1 if whole_log else 0}",
+            "-f",
+            str(GRADER),
             str(d / "test-output.log"),
         ]
         proc = _run(args)
@@ -100,7 +108,9 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(args, capture_output=True, text=True, errors="replace", env=env, check=False)
     except FileNotFoundError:
-        raise GradingError(f"{args[0]!r} is not installed; grading needs a POSIX awk (mawk, gawk or busybox)") from None
+        raise GradingError(
+            f"{args[0]!r} is not installed; grading needs a POSIX awk (mawk, gawk or busybox)"
+        ) from None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
