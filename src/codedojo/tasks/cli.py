@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="print one JSON object per task")
     p.set_defaults(func=_check)
 
+    from codedojo.tasks.swerebench.cli import register as register_swerebench  # from-swe-rebench
+
+    register_swerebench(tasks_sub)
+
     from codedojo.tasks.factory.cli import register as register_factory  # builtin, synth, table
 
     register_factory(tasks_sub)
