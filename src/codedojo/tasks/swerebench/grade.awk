@@ -31,7 +31,6 @@ BEGIN {
     # str.split()/strip() remove, including the UTF-8 encoded Unicode spaces.
     SP = "[ \t\n\r\013\014\034\035\036\037]"
     WSALT = "[ \t\n\r\013\014\034-\037]|\302[\205\240]|\341\232\200|\342\200[\200-\212\250\251\257]|\342\201\237|\343\200\200"
-    XWS = "[ \t\n\r]"
 
     CHECK = "\342\234\223"; HEAVY_CHECK = "\342\234\224"; MULT_X = "\342\234\225"; HEAVY_X = "\342\234\226"
     BALLOT_X = "\342\234\230"; CIRCLE = "\342\227\213"; DOTTED_CIRCLE = "\342\227\214"
@@ -124,8 +123,8 @@ function grade(   i, id, k, f_ok, p_ok, reward, rep, f_frac, p_frac) {
     # Normalise the parsed ids in first-seen order, so when two ids collapse to one, the later wins.
     for (i = 1; i <= NORDER; i++) NST[norm(ORDER[i])] = ST[ORDER[i]]
     f_ok = 0; p_ok = 0
-    for (i = 1; i <= NF2P; i++) if (status_of(norm(F2P[i])) == "PASSED") f_ok++
-    for (i = 1; i <= NP2P; i++) if (status_of(norm(P2P[i])) == "PASSED") p_ok++
+    for (i = 1; i <= NF2P; i++) if ((F2P_ST[i] = status_of(norm(F2P[i]))) == "PASSED") f_ok++
+    for (i = 1; i <= NP2P; i++) if ((P2P_ST[i] = status_of(norm(P2P[i]))) == "PASSED") p_ok++
     reward = (f_ok == NF2P && p_ok == NP2P) ? 1 : 0
     f_frac = NF2P ? f_ok / NF2P : 1
     p_frac = NP2P ? p_ok / NP2P : 1
@@ -133,9 +132,9 @@ function grade(   i, id, k, f_ok, p_ok, reward, rep, f_frac, p_frac) {
     rep = out "/report.json"
     printf "{\"parser\": %s, \"reward\": %d, \"tests_found\": %d,\n", jstr(parser), reward, NORDER > rep
     printf " \"fail_to_pass\": {\"passed\": %d, \"total\": %d, \"tests\": {", f_ok, NF2P > rep
-    for (i = 1; i <= NF2P; i++) printf "%s%s: %s", (i > 1 ? ", " : ""), jstr(F2P[i]), jstr(status_of(norm(F2P[i]))) > rep
+    for (i = 1; i <= NF2P; i++) printf "%s%s: %s", (i > 1 ? ", " : ""), jstr(F2P[i]), jstr(F2P_ST[i]) > rep
     printf "}},\n \"pass_to_pass\": {\"passed\": %d, \"total\": %d, \"tests\": {", p_ok, NP2P > rep
-    for (i = 1; i <= NP2P; i++) printf "%s%s: %s", (i > 1 ? ", " : ""), jstr(P2P[i]), jstr(status_of(norm(P2P[i]))) > rep
+    for (i = 1; i <= NP2P; i++) printf "%s%s: %s", (i > 1 ? ", " : ""), jstr(P2P[i]), jstr(P2P_ST[i]) > rep
     printf "}},\n \"parsed\": {" > rep
     for (i = 1; i <= NORDER; i++) printf "%s%s: %s", (i > 1 ? ",\n  " : "\n  "), jstr(ORDER[i]), jstr(ST[ORDER[i]]) > rep
     printf "}}\n" > rep
@@ -151,9 +150,9 @@ function num(x) { return sprintf("%.10g", x) }
 
 # Upstream strips these timing suffixes from parsed and expected ids alike before comparing.
 function norm(s,   done, c) {
-    sub(SP "*[[]" SP "*[0-9]+([.][0-9]+)?" SP "*([mM][sS]|[sS])" SP "*[]]" SP "*$", "", s)
+    sub(/[ \t\n\r\013\014\034-\037]*[[][ \t\n\r\013\014\034-\037]*[0-9]+([.][0-9]+)?[ \t\n\r\013\014\034-\037]*([mM][sS]|[sS])[ \t\n\r\013\014\034-\037]*[]][ \t\n\r\013\014\034-\037]*$/, "", s)
     done = ""
-    while (match(s, SP "+[iI][nN]" SP "+[0-9]+([.][0-9]+)?" SP "+([mM][sS][eE][cC]|[sS][eE][cC])")) {
+    while (s ~ /[sS][eE][cC]/ && match(s, /[ \t\n\r\013\014\034-\037]+[iI][nN][ \t\n\r\013\014\034-\037]+[0-9]+([.][0-9]+)?[ \t\n\r\013\014\034-\037]+([mM][sS][eE][cC]|[sS][eE][cC])/)) {
         c = substr(s, RSTART + RLENGTH, 1)
         if (is_word(c)) {
             done = done substr(s, 1, RSTART)
@@ -164,7 +163,7 @@ function norm(s,   done, c) {
         }
     }
     s = done s
-    sub(SP "*[(]" SP "*[0-9]+([.][0-9]+)?" SP "*([mM][sS]|[sS])" SP "*[)]" SP "*$", "", s)
+    sub(/[ \t\n\r\013\014\034-\037]*[(][ \t\n\r\013\014\034-\037]*[0-9]+([.][0-9]+)?[ \t\n\r\013\014\034-\037]*([mM][sS]|[sS])[ \t\n\r\013\014\034-\037]*[)][ \t\n\r\013\014\034-\037]*$/, "", s)
     return strip(s)
 }
 
@@ -210,17 +209,25 @@ function put_new(id, st) { if (!(id in ST)) put(id, st) }
 # ---------------------------------------------------------------------------------------------------
 # String helpers (Python semantics where the upstream parsers rely on them)
 
-function strip(s) {
-    sub("^(" WSALT ")+", "", s)
-    sub("(" WSALT ")+$", "", s)
+# The helpers below run on every line or id: they try a regex literal first and use the (slower to
+# compile, in busybox) Unicode-aware pattern only when a multi-byte character is at stake.
+function strip(s) { return rstrip(lstrip(s)) }
+
+function lstrip(s) {
+    sub(/^[ \t\n\r\013\014\034-\037]+/, "", s)
+    if (s ~ /^[\302\341\342\343]/) sub("^(" WSALT ")+", "", s)
     return s
 }
 
-function rstrip(s) { sub("(" WSALT ")+$", "", s); return s }
+function rstrip(s) {
+    sub(/[ \t\n\r\013\014\034-\037]+$/, "", s)
+    if (s ~ /[\200-\277]$/) sub("(" WSALT ")+$", "", s)
+    return s
+}
 
 # str.split() with no argument: runs of whitespace separate, none at either end.
 function wsplit(s, arr) {
-    gsub(WSALT, " ", s)
+    if (s ~ /[\t\n\r\013\014\034-\037\302\341\342\343]/) gsub(WSALT, " ", s)
     return split(s, arr, " ")
 }
 
@@ -536,7 +543,7 @@ function xml_doc(A, lo, hi, cut,   k, s, j, mode, depth, t, name, selfclose, res
         s = A[k]
         if (k == hi && cut) s = substr(s, 1, index(s, ">"))
         if (s ~ /[\001-\010\013\014\016-\037]/) return 0
-        gsub(/\r\n?/, "\n", s)
+        if (index(s, "\r")) gsub(/\r\n?/, "\n", s)
         if (mode != "") {
             j = index(s, mode)
             if (!j) continue
@@ -552,7 +559,7 @@ function xml_doc(A, lo, hi, cut,   k, s, j, mode, depth, t, name, selfclose, res
             if (!j) { mode = "]]>"; continue }
             text = substr(s, j + 3)
         } else if (starts(s, "?")) {
-            if (tolower(substr(s, 2, 3)) == "xml" && substr(s, 5, 1) ~ ("^(" XWS "|[?])$") && k != lo) return 0
+            if (tolower(substr(s, 2, 3)) == "xml" && substr(s, 5, 1) ~ /^[ \t\n\r?]$/ && k != lo) return 0
             j = index(s, "?>")
             if (!j) { mode = "?>"; continue }
             text = substr(s, j + 2)
@@ -564,7 +571,7 @@ function xml_doc(A, lo, hi, cut,   k, s, j, mode, depth, t, name, selfclose, res
             j = index(s, ">")
             if (!j) return 0
             name = substr(s, 2, j - 2)
-            sub(XWS "+$", "", name)
+            sub(/[ \t\n\r]+$/, "", name)
             if (depth == 0 || name != stk[depth]) return 0
             if (tcs[depth]) TC_DONE[tcs[depth]] = 1
             depth--
@@ -604,7 +611,7 @@ function xml_doc(A, lo, hi, cut,   k, s, j, mode, depth, t, name, selfclose, res
             text = substr(s, j + 1)
         }
         if (depth == 0) {
-            if (text !~ ("^" XWS "*$")) return 0
+            if (text !~ /^[ \t\n\r]*$/) return 0
         } else if (!xml_refs_ok(text)) return 0
     }
     return mode == "" && depth == 0 && root_done
@@ -631,13 +638,13 @@ function tag_end(s,   j, k, t, rest, qc) {
 function xml_attrs(s,   name, qc, j, v) {
     split("", ATTR)
     while (1) {
-        if (!match(s, "^" XWS "+")) return s == ""
+        if (!match(s, /^[ \t\n\r]+/)) return s == ""
         s = substr(s, RLENGTH + 1)
         if (s == "") return 1
         if (!match(s, /^[A-Za-z_:\200-\377][-A-Za-z0-9._:\200-\377]*/)) return 0
         name = substr(s, 1, RLENGTH)
         s = substr(s, RLENGTH + 1)
-        if (!match(s, "^" XWS "*=" XWS "*")) return 0
+        if (!match(s, /^[ \t\n\r]*=[ \t\n\r]*/)) return 0
         s = substr(s, RLENGTH + 1)
         qc = substr(s, 1, 1)
         if (qc != "\"" && qc != "'") return 0
