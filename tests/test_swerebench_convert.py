@@ -214,3 +214,15 @@ def test_patch_paths_reads_headers_not_hunk_bodies() -> None:
     assert patch_paths(diff) == (
         "tests/test_a.py", "tests/new.py", "old name.txt", "new name.txt", "caf\u00e9.txt", "gone.txt",
     )
+
+
+def test_test_commands_may_be_a_string_or_a_serialised_list(row: dict[str, Any]) -> None:
+    plain = _variant(row, test_cmd="make check")
+    listed = _variant(row, test_cmd='["make -C nc_test check", "make -C nc_test4 check"]')
+    assert parse_row(plain).test_commands == ("make check",)
+    assert parse_row(listed).test_commands == ("make -C nc_test check", "make -C nc_test4 check")
+
+
+def test_test_commands_that_bash_cannot_parse_are_skipped(row: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(RowError, match="not valid bash"):
+        convert_row(_variant(row, test_cmd=["make check 'unterminated"]), out_dir=tmp_path)

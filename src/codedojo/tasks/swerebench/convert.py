@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,14 +97,16 @@ def convert_row(
     bad = scripts.unsafe_paths(test_files)
     if bad:
         raise RowError(f"test_patch touches a path outside the repository: {bad[0]!r}")
+    test_sh = scripts.test_script(
+        instance_id=row.instance_id,
+        workdir=row.workdir,
+        base_commit=row.base_commit,
+        log_parser=row.log_parser,
+        test_commands=row.test_commands,
+    )
+    _check_bash_syntax(test_sh)
     files: dict[str, str | bytes] = {
-        "tests/test.sh": scripts.test_script(
-            instance_id=row.instance_id,
-            workdir=row.workdir,
-            base_commit=row.base_commit,
-            log_parser=row.log_parser,
-            test_commands=row.test_commands,
-        ),
+        "tests/test.sh": test_sh,
         "tests/grade.awk": GRADER.read_bytes(),
         "tests/test.patch": _patch_bytes(row.test_patch),
         "tests/test_files.txt": "".join(f"{p}\n" for p in test_files),
@@ -224,6 +227,17 @@ def _task_config(row: SweRebenchRow, config: ConvertConfig) -> TaskConfig:
         agent=AgentConfig(timeout_sec=config.agent_timeout_sec),
         verifier=VerifierConfig(timeout_sec=config.verifier_timeout_sec),
     )
+
+
+def _check_bash_syntax(script: str) -> None:
+    """The test commands are pasted into test.sh; one that does not parse would stop the whole verifier."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    proc = subprocess.run([bash, "-n"], input=script, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        first = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else f"exit {proc.returncode}"
+        raise RowError(f"the test commands are not valid bash: {first}")
 
 
 def _patch_bytes(diff: str) -> bytes:

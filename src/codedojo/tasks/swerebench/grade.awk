@@ -71,6 +71,7 @@ BEGIN {
         LISTED = 1
         exit 0
     }
+    if (out == "") out = "."
     inside = whole ? 1 : 0
 }
 

@@ -179,7 +179,8 @@ def _ids(value: Any, column: str) -> tuple[str, ...]:
 
 
 def _commands(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
+    # One command as a plain string, or a list (possibly serialised as a JSON or Python list).
+    if isinstance(value, str) and not value.lstrip().startswith("["):
         value = [value]
     value = _structured(value, "install_config.test_cmd")
     if value is None:
