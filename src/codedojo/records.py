@@ -183,8 +183,21 @@ def _convert_dataclass(cls: Any, value: Any, *, where: str, path: str) -> Any:
         return value
     if not isinstance(value, Mapping):
         raise RecordError(f"{where}: {_fmt(path)} must be a table, got {type(value).__name__}")
+    kwargs = _field_values(cls, value, where=where, path=path)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise RecordError(f"{where}: {_fmt(path)}: {e}") from None
+
+
+def record_fields(cls: Any, data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """The converted, checked field values for `cls` from `data` (no object is built)."""
+    return _field_values(cls, data, where=where, path="")
+
+
+def _field_values(cls: Any, value: Mapping[str, Any], *, where: str, path: str) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     aliases = {
         alias: f.name for f in fields.values() for alias in f.metadata.get("aliases", ())
     }
@@ -218,7 +231,4 @@ def _convert_dataclass(cls: Any, value: Any, *, where: str, path: str) -> Any:
     if missing:
         section = f"[{path}]" if path else "the top level"
         raise RecordError(f"{where}: missing required key {missing[0]!r} in {section}")
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise RecordError(f"{where}: {_fmt(path)}: {e}") from None
+    return kwargs

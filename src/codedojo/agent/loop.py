@@ -135,7 +135,9 @@ class _Episode:
         budget = self.config.episode_timeout_sec if timeout_sec is None else min(timeout_sec,
                                                                                  self.config.episode_timeout_sec)
         self.deadline = time.monotonic() + budget
-        self.episode_id = f"{task.name[:40].replace('/', '_')}-{uuid.uuid4().hex[:12]}"
+        # Seeded episodes get a reproducible id (it is also the engine's session key).
+        suffix = f"s{agent.seed:010d}" if agent.seed is not None else uuid.uuid4().hex[:12]
+        self.episode_id = f"{task.name[:40].replace('/', '_')}-{suffix}"
         self.turns: list[Turn] = []
         self.timings = {"generate": 0.0, "exec": 0.0}
         self.detail: str | None = None

@@ -1,0 +1,36 @@
+"""The public API: TrainConfig(model, dataset, recipe).launch(), with the reference tutorial's names."""
+
+from __future__ import annotations
+
+from codedojo.config.dataset import AgentTaskDataset, DatasetConfig, task_row
+from codedojo.config.models import Qwen3_6_27B, SmolLM2_135M_Instruct
+from codedojo.config.recipe import (
+    EvalConfig,
+    EvalDataset,
+    EvalDefaults,
+    ExtraConfig,
+    Qwen3_6_27B_Recipe,
+    Recipe,
+    SmolLM2_Recipe,
+    TrackioConfig,
+)
+from codedojo.config.train_config import BackendRequired, Run, TrainConfig
+
+__all__ = [
+    "AgentTaskDataset",
+    "BackendRequired",
+    "DatasetConfig",
+    "EvalConfig",
+    "EvalDataset",
+    "EvalDefaults",
+    "ExtraConfig",
+    "Qwen3_6_27B",
+    "Qwen3_6_27B_Recipe",
+    "Recipe",
+    "Run",
+    "SmolLM2_135M_Instruct",
+    "SmolLM2_Recipe",
+    "TrackioConfig",
+    "TrainConfig",
+    "task_row",
+]

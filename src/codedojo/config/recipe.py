@@ -1,0 +1,416 @@
+"""Recipes: every training setting, with the reference tutorial's names and slime's meanings.
+
+A recipe accepts every field of the tutorial's `Qwen3_6_27B_Recipe` (hardware layout, parallelism, GRPO
+settings, rollout and eval budgets, checkpointing, logging hooks, the launcher's image and volume
+settings) plus slime flags the local trainer implements (TIS, KL loss, dynamic sampling, warm-up, ...).
+Names and meanings follow slime (`--<field-with-dashes>`); see docs/training.md for the table of which
+backend uses which field. Unknown fields are errors that name the field and the closest known one.
+
+The tutorial's `extra_config` keys (`agentic_*`, `router_policy`, `custom_generate_function_path`,
+`skip_eval_before_train`) are the typed `ExtraConfig`, and its environment variables
+(`ASYNC_RL_REWARD_SHAPE`, `SLIME_AGENT_SANDBOX_CPU`, `SLIME_AGENT_SANDBOX_MEMORY_MB`) become the typed
+fields `reward_shape`, `sandbox_cpus` and `sandbox_memory_mb` (given both ways they must agree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from codedojo.records import RecordError, record_fields
+
+RewardShape = Literal["binary", "fractional"]
+Backend = Literal["local", "slime", "modal"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackioConfig:
+    """Where the tutorial's launcher sends metrics (Trackio). The local backend writes JSONL and TensorBoard."""
+
+    project: str = "codedojo"
+    """Trackio project name."""
+    space_id: str | None = None
+    """Hugging Face Space hosting the dashboard."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtraConfig:
+    """The tutorial's `extra_config` (slime's --custom-config-path YAML), typed."""
+
+    agentic_max_steps: int = 75
+    """Model replies per episode."""
+    agentic_episode_timeout: float = 1800.0
+    """Wall clock of one training episode, seconds."""
+    agentic_eval_timeout: float | None = None
+    """Wall clock of one eval episode, seconds (None: the episode timeout)."""
+    agentic_exec_timeout: float = 120.0
+    """Wall clock of one command, seconds."""
+    agentic_max_format_errors: int = 3
+    """Consecutive replies without exactly one command before an episode ends."""
+    agentic_max_infra_retries: int = 2
+    """Fresh attempts for an episode that failed for infrastructure reasons."""
+    router_policy: str | None = "consistent_hashing"
+    """How requests spread over inference servers; consistent hashing keeps a session on one server."""
+    custom_generate_function_path: str | None = "codedojo.integrations.slime.generate"
+    """slime's generate hook (the slime backend); the local backend always runs codedojo's agent loop."""
+    skip_eval_before_train: bool = False
+    """Skip the evaluation before the first step."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalDataset:
+    """One dataset of `eval_config.datasets` (slime's EvalDatasetConfig, the fields codedojo uses)."""
+
+    name: str
+    """Name used in metrics (eval/<name>/...)."""
+    path: str
+    """JSONL of rows {prompt, label, metadata{task_path}}."""
+    n_samples_per_eval_prompt: int | None = None
+    """Episodes per task (default: eval_config.defaults, then the recipe)."""
+    temperature: float | None = None
+    """Sampling temperature."""
+    top_p: float | None = None
+    """Nucleus sampling."""
+    top_k: int | None = None
+    """Top-k sampling."""
+    max_response_len: int | None = None
+    """Tokens per reply."""
+    metadata_overrides: dict[str, Any] = field(default_factory=dict)
+    """Merged into every row's metadata."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalDefaults:
+    """`eval_config.defaults`: applied to every eval dataset that does not set the field."""
+
+    n_samples_per_eval_prompt: int | None = None
+    """Episodes per task."""
+    temperature: float | None = None
+    """Sampling temperature (the tutorial uses 0.6)."""
+    top_p: float | None = None
+    """Nucleus sampling."""
+    top_k: int | None = None
+    """Top-k sampling."""
+    max_response_len: int | None = None
+    """Tokens per reply."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """slime's --eval-config: defaults plus named datasets."""
+
+    defaults: EvalDefaults = field(default_factory=EvalDefaults)
+    """Defaults for every dataset."""
+    datasets: tuple[EvalDataset, ...] = ()
+    """The held-out sets."""
+
+
+_ENV_FIELDS = {
+    "ASYNC_RL_REWARD_SHAPE": ("reward_shape", str),
+    "SLIME_AGENT_SANDBOX_CPU": ("sandbox_cpus", float),
+    "SLIME_AGENT_SANDBOX_MEMORY_MB": ("sandbox_memory_mb", int),
+}
+
+
+@dataclass(frozen=True, kw_only=True, init=False)
+class Recipe:
+    """Every training setting. Construct with keyword arguments; unknown names are errors."""
+
+    REQUIRES_BACKEND: ClassVar[tuple[str, ...]] = ("local", "slime", "modal")
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    # --- hardware and parallelism (slime / Megatron / SGLang; the local backend uses one device) ---
+    gpu_type: str | None = None
+    """Accelerator type for the launcher (e.g. "H200")."""
+    actor_num_nodes: int = 1
+    """Training nodes."""
+    actor_num_gpus_per_node: int = 8
+    """Training GPUs per node."""
+    rollout_num_gpus: int | None = None
+    """GPUs for inference engines (None: the actor GPUs when colocated)."""
+    rollout_num_gpus_per_engine: int = 1
+    """GPUs per SGLang engine (its tensor parallelism)."""
+    tensor_model_parallel_size: int = 1
+    """Megatron tensor parallelism."""
+    pipeline_model_parallel_size: int = 1
+    """Megatron pipeline parallelism."""
+    context_parallel_size: int = 1
+    """Megatron context parallelism."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism."""
+    decoder_last_pipeline_num_layers: int | None = None
+    """Layers on the last pipeline stage (uneven split)."""
+    attention_backend: str | None = None
+    """Megatron attention backend ("flash", "unfused", ...)."""
+    conversion_tensor_model_parallel_size: int | None = None
+    """Tensor parallelism of the HF -> Megatron checkpoint conversion (launcher)."""
+    conversion_pipeline_model_parallel_size: int | None = None
+    """Pipeline parallelism of the checkpoint conversion (launcher)."""
+    colocate: bool = False
+    """Training and inference share GPUs."""
+    ref_load: str | None = None
+    """Reference (and initial) checkpoint."""
+    sglang_speculative_algorithm: str | None = None
+    """SGLang speculative decoding ("EAGLE")."""
+    sglang_speculative_num_steps: int | None = None
+    """Speculative steps."""
+    sglang_speculative_eagle_topk: int | None = None
+    """EAGLE top-k."""
+    sglang_speculative_num_draft_tokens: int | None = None
+    """Draft tokens."""
+    sglang_server_concurrency: int = 512
+    """In-flight requests per inference engine (locally: generations in flight)."""
+
+    # --- rollout ----------------------------------------------------------------------------------
+    num_rollout: int = 10
+    """Training steps (rollout + update)."""
+    rollout_batch_size: int = 4
+    """Tasks per step."""
+    n_samples_per_prompt: int = 8
+    """Episodes per task (the GRPO group size)."""
+    rollout_temperature: float = 1.0
+    """Sampling temperature of training episodes."""
+    rollout_top_p: float = 1.0
+    """Nucleus sampling of training episodes."""
+    rollout_max_response_len: int = 1024
+    """Tokens per reply (per turn, as agent adapters read slime's flag)."""
+    rollout_max_context_len: int = 32768
+    """Tokens per episode (prompt, replies and outputs)."""
+    over_sampling_batch_size: int | None = None
+    """Tasks sampled per step before dynamic sampling keeps rollout_batch_size of them."""
+    dynamic_sampling: bool = False
+    """Drop groups whose rewards are all equal (they carry no learning signal)."""
+
+    # --- optimisation ------------------------------------------------------------------------------
+    global_batch_size: int | None = None
+    """Samples per optimizer step (None: rollout_batch_size * n_samples_per_prompt, one step per rollout)."""
+    advantage_estimator: Literal["grpo", "dr_grpo"] = "grpo"
+    """grpo: group mean and std; dr_grpo: group mean only."""
+    disable_grpo_std_normalization: bool = False
+    """slime's flag for Dr.GRPO (same as advantage_estimator="dr_grpo")."""
+    lr: float = 1e-6
+    """Peak learning rate."""
+    min_lr: float = 0.0
+    """Floor of the decayed learning rate."""
+    lr_decay_style: Literal["constant", "linear", "cosine"] = "constant"
+    """Schedule after warm-up."""
+    lr_warmup_iters: int = 0
+    """Optimizer steps of linear warm-up."""
+    lr_decay_iters: int | None = None
+    """Optimizer steps over which the rate decays (None: the whole run)."""
+    weight_decay: float = 0.1
+    """AdamW weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.98
+    """AdamW beta2."""
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+    clip_grad: float = 1.0
+    """Gradient norm clip (0: off)."""
+    eps_clip: float = 0.2
+    """Lower (and, unless eps_clip_high, upper) clip of the policy ratio."""
+    eps_clip_high: float | None = None
+    """Upper clip (DAPO clip-higher); None means eps_clip."""
+    use_kl_loss: bool = False
+    """Add a KL penalty against the frozen initial policy to the loss."""
+    kl_loss_coef: float = 0.0
+    """Weight of the KL loss."""
+    kl_loss_type: Literal["k1", "k2", "k3"] = "k3"
+    """KL estimator."""
+    kl_coef: float = 0.0
+    """Reward-shaping KL (slime); must be 0 locally (use use_kl_loss)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight."""
+    use_tis: bool = False
+    """Truncated importance sampling between sampler and trainer logprobs."""
+    tis_clip: float = 2.0
+    """TIS weight cap."""
+    max_tokens_per_gpu: int = 4096
+    """Token budget of a training micro-batch."""
+    log_probs_chunk_size: int = 128
+    """Tokens per chunk when computing logprobs (bounds the vocabulary-sized logits in memory)."""
+    lora_rank: int = 0
+    """LoRA rank (0: full fine-tuning)."""
+    lora_alpha: float = 16.0
+    """LoRA scale numerator (scale = alpha / rank)."""
+    seed: int = 1234
+    """Seed of task sampling, sampling and initialisation."""
+
+    # --- evaluation, checkpoints, logging ------------------------------------------------------------
+    eval_interval: int | None = None
+    """Evaluate every this many steps (None: never during training)."""
+    eval_max_response_len: int | None = None
+    """Tokens per reply in eval (None: rollout_max_response_len)."""
+    n_samples_per_eval_prompt: int = 1
+    """Episodes per eval task."""
+    eval_config: EvalConfig | None = None
+    """Held-out datasets and their sampling."""
+    save: str | None = None
+    """Checkpoint directory (local: under the run directory when relative)."""
+    save_interval: int | None = None
+    """Checkpoint every this many steps (the last step is always saved when set)."""
+    save_debug_rollout_data: str | None = None
+    """Path template of per-step rollout dumps, with {rollout_id}."""
+    custom_rollout_log_function: str | None = None
+    """"module:function" called as fn(rollout_id, args, samples, rollout_extra_metrics, rollout_time) -> bool."""
+    capture_trace: bool = False
+    """Write a Chrome-trace timeline of the phases."""
+    metrics: TrackioConfig | None = None
+    """Trackio settings for the launcher."""
+
+    # --- agent and sandboxes ---------------------------------------------------------------------------
+    extra_config: ExtraConfig = field(default_factory=ExtraConfig)
+    """The tutorial's extra_config, typed."""
+    reward_shape: RewardShape = "binary"
+    """binary: solved or not; fractional: share of FAIL_TO_PASS passing, 0 if PASS_TO_PASS breaks."""
+    sandbox_cpus: float | None = None
+    """CPU cores per sandbox (None: the task's)."""
+    sandbox_memory_mb: int | None = None
+    """Memory per sandbox (None: the task's)."""
+    sandbox_backend: str = "local"
+    """Sandbox backend of the local trainer."""
+    max_open_sandboxes: int = 8
+    """Episodes holding a sandbox at once."""
+
+    # --- launcher (Modal) ------------------------------------------------------------------------------
+    slime_git_repository: str | None = None
+    """slime repository the launcher installs."""
+    slime_git_revision: str | None = None
+    """slime revision."""
+    data_volume_name: str | None = None
+    """Modal volume holding the data."""
+    memory: int | tuple[int, ...] | None = None
+    """Memory request (or (request, limit)) of the training container, MiB."""
+    train_function_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments of the Modal training function."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Environment variables of the training job."""
+    image_run_commands: tuple[str, ...] = ()
+    """Extra image build commands."""
+    image_env: dict[str, str] = field(default_factory=dict)
+    """Extra image environment."""
+    app_tags: dict[str, str] = field(default_factory=dict)
+    """Modal app tags."""
+    async_mode: bool = False
+    """slime's train_async.py (one-step-off pipelining) instead of train.py."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        values = record_fields(type(self), kwargs, where=type(self).__name__)
+        for f in dataclasses.fields(self):
+            if f.name in values:
+                value = values[f.name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            else:
+                value = f.default_factory()  # type: ignore[misc]
+            object.__setattr__(self, f.name, value)
+        self._apply_environment()
+        self._validate()
+
+    def _apply_environment(self) -> None:
+        for var, (name, kind) in _ENV_FIELDS.items():
+            if var not in self.environment:
+                continue
+            try:
+                value = kind(self.environment[var])
+            except ValueError:
+                raise RecordError(f"{type(self).__name__}: environment {var}={self.environment[var]!r} is not a "
+                                  f"{kind.__name__}") from None
+            current = getattr(self, name)
+            default = next(f.default for f in dataclasses.fields(self) if f.name == name)
+            if current != default and current != value:
+                raise RecordError(f"{type(self).__name__}: {name}={current!r} disagrees with environment "
+                                  f"{var}={value!r}; set one of them")
+            object.__setattr__(self, name, value)
+
+    def _validate(self) -> None:
+        problems = []
+        if self.reward_shape not in ("binary", "fractional"):
+            problems.append(f"reward_shape must be 'binary' or 'fractional', got {self.reward_shape!r}")
+        for name in ("num_rollout", "rollout_batch_size", "n_samples_per_prompt", "max_tokens_per_gpu",
+                     "log_probs_chunk_size", "rollout_max_response_len", "rollout_max_context_len",
+                     "max_open_sandboxes", "sglang_server_concurrency"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.rollout_temperature <= 0:
+            problems.append("rollout_temperature must be > 0 (slime validates the same)")
+        if self.global_batch_size is not None and self.global_batch_size < 1:
+            problems.append("global_batch_size must be at least 1")
+        if self.save_interval is not None and not self.save:
+            problems.append("save_interval needs save (a checkpoint directory)")
+        if self.eval_interval is not None and not (self.eval_config and self.eval_config.datasets):
+            problems.append("eval_interval needs eval_config with at least one dataset")
+        if self.kl_coef and self.kl_loss_coef:
+            problems.append("kl_coef and kl_loss_coef cannot both be non-zero (slime refuses the same)")
+        if self.over_sampling_batch_size is not None and self.over_sampling_batch_size < self.rollout_batch_size:
+            problems.append("over_sampling_batch_size must be at least rollout_batch_size")
+        if self.lora_rank < 0:
+            problems.append("lora_rank must be >= 0")
+        if problems:
+            raise RecordError(f"{type(self).__name__}: " + "; ".join(problems))
+
+    # --- derived values (printed at start) --------------------------------------------------------------
+
+    @property
+    def samples_per_rollout(self) -> int:
+        return self.rollout_batch_size * self.n_samples_per_prompt
+
+    @property
+    def effective_global_batch_size(self) -> int:
+        return self.global_batch_size or self.samples_per_rollout
+
+    @property
+    def optimizer_steps_per_rollout(self) -> int:
+        return max(1, -(-self.samples_per_rollout // self.effective_global_batch_size))
+
+    @property
+    def effective_clip(self) -> tuple[float, float]:
+        return (self.eps_clip, self.eps_clip if self.eps_clip_high is None else self.eps_clip_high)
+
+    @property
+    def normalize_group_std(self) -> bool:
+        return self.advantage_estimator == "grpo" and not self.disable_grpo_std_normalization
+
+    def replace(self, **changes: Any) -> Recipe:
+        """A copy with `changes` applied (and validated)."""
+        current = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return type(self)(**{**current, **changes})
+
+
+class Qwen3_6_27B_Recipe(Recipe):
+    """The reference tutorial's recipe for Qwen3.6-27B: defaults of its full configuration (16 H200 for
+    training, 32 for rollouts). It needs the slime or modal backend; `launch()` locally says so."""
+
+    REQUIRES_BACKEND = ("slime", "modal")
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(
+        gpu_type="H200", actor_num_nodes=2, actor_num_gpus_per_node=8, rollout_num_gpus=32,
+        rollout_num_gpus_per_engine=2, tensor_model_parallel_size=4, pipeline_model_parallel_size=2,
+        context_parallel_size=2, sequence_parallel=True, conversion_tensor_model_parallel_size=4,
+        conversion_pipeline_model_parallel_size=2, decoder_last_pipeline_num_layers=30, attention_backend="flash",
+        num_rollout=500, rollout_batch_size=32, n_samples_per_prompt=8, global_batch_size=256, lr=4e-6,
+        lr_decay_style="constant", weight_decay=0.1, rollout_max_response_len=8192, eval_max_response_len=8192,
+        sglang_server_concurrency=32, max_tokens_per_gpu=16384, log_probs_chunk_size=128,
+        sandbox_cpus=2.0, sandbox_memory_mb=4096,
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**self.DEFAULTS, **kwargs})
+
+
+class SmolLM2_Recipe(Recipe):
+    """A recipe with the same fields, sized for one laptop CPU and SmolLM2-135M-Instruct."""
+
+    REQUIRES_BACKEND = ("local",)
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(
+        num_rollout=8, rollout_batch_size=4, n_samples_per_prompt=4, lr=1e-5, weight_decay=0.0,
+        eps_clip=0.2, eps_clip_high=0.28, rollout_temperature=1.0, rollout_max_response_len=96,
+        rollout_max_context_len=2048, max_tokens_per_gpu=4096, log_probs_chunk_size=256,
+        sglang_server_concurrency=16, max_open_sandboxes=8,
+        extra_config=ExtraConfig(agentic_max_steps=6, agentic_episode_timeout=300.0, agentic_exec_timeout=20.0,
+                                 skip_eval_before_train=False),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**self.DEFAULTS, **kwargs})

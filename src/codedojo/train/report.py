@@ -1,0 +1,187 @@
+"""`codedojo report RUN_DIR`: one static HTML page with the run's curves and a browser of its episodes.
+
+The page has no external resources: curves are inline SVG drawn here, the episode browser is a few
+lines of plain JavaScript over the episodes embedded as JSON (the latest steps, capped in size).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from codedojo.train.observability import read_metrics
+
+MAX_EPISODES = 400
+CHARTS = (
+    ("rollout/reward_mean", "train reward (mean over valid episodes)"),
+    ("rollout/solved_frac", "solved fraction"),
+    ("train/loss", "policy loss"),
+    ("train/train_rollout_logprob_abs_diff", "trainer vs sampler |logprob diff|"),
+    ("rollout/turns_mean", "turns per episode"),
+    ("perf/step_seconds", "seconds per step"),
+)
+
+
+def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], *, width: int = 460,
+               height: int = 220) -> str:
+    points = [p for values in series.values() for p in values]
+    if not points:
+        return ""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y0, y1 = min(ys), max(ys)
+    if y1 == y0:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+    pad = 40
+
+    def sx(x: float) -> float:
+        return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
+
+    def sy(y: float) -> float:
+        return height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
+
+    colors = ("#2b6cb0", "#c05621", "#2f855a", "#6b46c1")
+    parts = [f'<svg class="chart" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+             f'<text x="{pad}" y="16" class="title">{html.escape(title)}</text>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" class="axis"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" class="axis"/>',
+             f'<text x="{pad - 4}" y="{sy(y1) + 4:.1f}" class="tick" text-anchor="end">{y1:.3g}</text>',
+             f'<text x="{pad - 4}" y="{sy(y0) + 4:.1f}" class="tick" text-anchor="end">{y0:.3g}</text>',
+             f'<text x="{sx(x0):.1f}" y="{height - pad + 14}" class="tick">{x0:g}</text>',
+             f'<text x="{sx(x1):.1f}" y="{height - pad + 14}" class="tick" text-anchor="end">{x1:g}</text>']
+    for i, (name, values) in enumerate(series.items()):
+        color = colors[i % len(colors)]
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(values))
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+        parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in values]
+        parts.append(f'<text x="{width - pad}" y="{16 + 14 * i}" class="legend" fill="{color}" '
+                     f'text-anchor="end">{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _series(records: list[dict[str, Any]], key: str, kind: str) -> list[tuple[float, float]]:
+    return [(float(r["step"]), float(r[key])) for r in records
+            if r.get("kind") == kind and isinstance(r.get(key), int | float)]
+
+
+def load_episodes(run_dir: Path, *, limit: int = MAX_EPISODES) -> list[dict[str, Any]]:
+    """Readable episodes of the latest steps (episodes/step_*.jsonl), newest last, at most `limit`."""
+    files = sorted((run_dir / "episodes").glob("*.jsonl"))
+    episodes: list[dict[str, Any]] = []
+    for path in reversed(files):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        episodes[:0] = rows
+        if len(episodes) >= limit:
+            break
+    return episodes[-limit:]
+
+
+def write_report(run_dir: Path, *, out: Path | None = None) -> Path:
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir)
+    config = {}
+    if (run_dir / "config.json").is_file():
+        config = json.loads((run_dir / "config.json").read_text())
+    charts = [_svg_chart(title, {key: _series(records, key, "train")}) for key, title in CHARTS]
+    eval_keys = sorted({k for r in records if r.get("kind") == "eval" for k in r if k.endswith("/pass@1")})
+    if eval_keys:
+        charts.insert(0, _svg_chart("eval pass@1", {k.split("/")[1]: _series(records, k, "eval") for k in eval_keys}))
+    episodes = load_episodes(run_dir)
+    derived = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>"
+                      for k, v in (config.get("derived") or {}).items())
+    summary = _summary_rows(records)
+    page = _PAGE.format(
+        title=html.escape(f"codedojo run {config.get('training_run_id', run_dir.name)}"),
+        model=html.escape(str(config.get("model", "?"))), tasks=config.get("tasks", "?"),
+        derived=derived, summary=summary, charts="".join(c for c in charts if c) or "<p>No metrics yet.</p>",
+        episodes_json=json.dumps(episodes).replace("</", "<\\/"), count=len(episodes),
+    )
+    target = out or run_dir / "report.html"
+    target.write_text(page, encoding="utf-8")
+    return target
+
+
+def _summary_rows(records: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in records:
+        if r.get("kind") == "train":
+            rows.append(f"<tr><td>{r['step'] + 1}</td><td>train</td><td>{r.get('rollout/reward_mean', 0):.3f}</td>"
+                        f"<td>{r.get('rollout/solved_frac', 0):.3f}</td><td>{r.get('train/loss', 0):+.4f}</td></tr>")
+        elif r.get("kind") == "eval":
+            vals = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in r.items()
+                             if k.endswith("/pass@1") and isinstance(v, int | float))
+            rows.append(f"<tr><td>{r['step']}</td><td>eval</td><td colspan=3>pass@1 {html.escape(vals)}</td></tr>")
+    return "".join(rows)
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1a202c; }}
+h1 {{ font-size: 20px; }} h2 {{ font-size: 16px; margin-top: 28px; }}
+.charts {{ display: flex; flex-wrap: wrap; gap: 12px; }}
+.chart {{ border: 1px solid #e2e8f0; background: #fff; }}
+.chart .title {{ font-weight: 600; font-size: 12px; }} .chart .tick, .chart .legend {{ font-size: 10px; }}
+.chart .axis {{ stroke: #a0aec0; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #e2e8f0; padding: 3px 8px; text-align: left; }}
+#episodes tr {{ cursor: pointer; }} #episodes tr:hover {{ background: #f7fafc; }}
+pre {{ white-space: pre-wrap; background: #f7fafc; padding: 8px; border-left: 3px solid #cbd5e0; }}
+.role {{ font-weight: 600; margin-top: 8px; }}
+</style></head><body>
+<h1>{title}</h1>
+<p>model {model}; {tasks} training tasks</p>
+<ul>{derived}</ul>
+<h2>Curves</h2><div class="charts">{charts}</div>
+<h2>Steps</h2><table><tr><th>step</th><th>kind</th><th>reward</th><th>solved</th><th>loss</th></tr>{summary}</table>
+<h2>Episodes (<span id="episode-count">{count}</span>)</h2>
+<p>status <select id="status-filter"><option value="">all</option></select>
+   step <select id="step-filter"><option value="">all</option></select></p>
+<table id="episodes"><thead><tr><th>step</th><th>task</th><th>status</th><th>reward</th><th>turns</th></tr></thead>
+<tbody></tbody></table>
+<div id="episode-view"></div>
+<script id="episode-data" type="application/json">{episodes_json}</script>
+<script>
+const episodes = JSON.parse(document.getElementById("episode-data").textContent);
+const body = document.querySelector("#episodes tbody");
+const view = document.getElementById("episode-view");
+const statusFilter = document.getElementById("status-filter");
+const stepFilter = document.getElementById("step-filter");
+for (const [select, key] of [[statusFilter, "status"], [stepFilter, "step"]]) {{
+  for (const value of [...new Set(episodes.map(e => e[key]))].sort((a, b) => a > b ? 1 : -1)) {{
+    const option = document.createElement("option"); option.value = value; option.textContent = value;
+    select.appendChild(option);
+  }}
+  select.addEventListener("change", render);
+}}
+function show(e) {{
+  view.innerHTML = "";
+  const head = document.createElement("h3");
+  head.textContent = `${{e.task}} (step ${{e.step}}): ${{e.status}}, reward ${{e.reward}}`;
+  view.appendChild(head);
+  for (const m of e.messages) {{
+    const role = document.createElement("div"); role.className = "role"; role.textContent = m.role;
+    const text = document.createElement("pre"); text.textContent = m.content;
+    view.append(role, text);
+  }}
+}}
+function render() {{
+  body.innerHTML = "";
+  const shown = episodes.filter(e => (!statusFilter.value || e.status === statusFilter.value) &&
+                                     (!stepFilter.value || String(e.step) === stepFilter.value));
+  for (const e of shown) {{
+    const row = document.createElement("tr"); row.className = "episode-row";
+    for (const value of [e.step, e.task, e.status, e.reward, e.turns]) {{
+      const cell = document.createElement("td"); cell.textContent = value === null ? "-" : value; row.appendChild(cell);
+    }}
+    row.addEventListener("click", () => show(e));
+    body.appendChild(row);
+  }}
+  document.getElementById("episode-count").textContent = shown.length;
+  if (shown.length) show(shown[0]);
+}}
+render();
+</script></body></html>
+"""

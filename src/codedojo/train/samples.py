@@ -1,0 +1,92 @@
+"""From finished episodes to training samples: group advantages, filters, and slime-shaped records.
+
+Each episode's trajectory already holds the token sequence, loss mask and sampler logprobs. Here the
+group advantage (GRPO over the group's valid members) is attached to every sampled token of the episode,
+episodes without a valid reward are dropped from training, and — with dynamic sampling — groups whose
+rewards are all equal are dropped too (they carry no gradient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codedojo.agent.rollout import Episode
+from codedojo.rl.advantages import group_advantages, is_uniform
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSample:
+    """One sequence for the policy update. Arrays cover positions 1..n-1 (each token given its prefix)."""
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    """Per predicted position (length n - 1): 1 where the model sampled the token."""
+    rollout_logprobs: list[float]
+    """Sampler logprobs per predicted position (0 where masked)."""
+    advantage: float
+    reward: float
+    group: int
+
+    @property
+    def num_trainable(self) -> int:
+        return sum(self.loss_mask)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    samples: list[TrainSample]
+    groups_total: int
+    groups_kept: int
+    """Groups left after dropping uniform ones (dynamic sampling) and groups without two valid members."""
+    episodes_invalid: int
+
+
+def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_uniform: bool) -> Batch:
+    groups: dict[int, list[Episode]] = {}
+    for e in episodes:
+        groups.setdefault(e.request.group, []).append(e)
+    samples: list[TrainSample] = []
+    kept = 0
+    for group, members in sorted(groups.items()):
+        rewards = [e.reward for e in members]
+        if drop_uniform and is_uniform(rewards):
+            continue
+        advantages = group_advantages(rewards, normalize_std=normalize_std)
+        if sum(r is not None for r in rewards) >= 2:
+            kept += 1
+        for episode, advantage in zip(members, advantages, strict=True):
+            trajectory = episode.trajectory
+            if episode.reward is None or trajectory is None or sum(trajectory.loss_mask) == 0:
+                continue
+            samples.append(TrainSample(
+                token_ids=list(trajectory.token_ids), loss_mask=list(trajectory.loss_mask[1:]),
+                rollout_logprobs=list(trajectory.logprobs[1:]), advantage=advantage, reward=episode.reward,
+                group=group,
+            ))
+    return Batch(samples=samples, groups_total=len(groups), groups_kept=kept,
+                 episodes_invalid=sum(e.reward is None for e in episodes))
+
+
+def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
+    """An episode with slime `Sample` field names (for rollout dumps and slime-signature log hooks)."""
+    t = episode.trajectory
+    tokens = list(t.token_ids) if t else []
+    prompt_length = t.prompt_length if t else 0
+    status = {"submitted": "completed", "step_limit": "truncated", "context_limit": "truncated",
+              "episode_timeout": "truncated"}.get(episode.status, "failed" if episode.reward is None else "completed")
+    return {
+        "group_index": episode.request.group, "index": index, "rollout_id": index,
+        "prompt": t.messages[:1] if t else [], "tokens": tokens,
+        "response_length": len(tokens) - prompt_length,
+        "loss_mask": list(t.loss_mask[prompt_length:]) if t else [],
+        "rollout_log_probs": list(t.logprobs[prompt_length:]) if t else [],
+        "reward": episode.reward, "status": status, "remove_sample": episode.reward is None,
+        "session_id": t.episode_id if t else None,
+        "weight_versions": [str(turn.weight_version) for turn in t.turns] if t else [],
+        "label": episode.request.task.name,
+        "metadata": {"task_path": str(episode.request.task.path), "episode_status": episode.status,
+                     "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
+                     "turns": len(t.turns) if t else 0, "error": episode.error},
+    }

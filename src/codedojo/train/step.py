@@ -1,0 +1,163 @@
+"""One policy update from a batch of samples: old logprobs, then clipped-loss optimizer steps.
+
+Order of work (slime's):
+1. old logprobs of every sample under the current weights, without gradients, in token-budget
+   micro-batches (and reference logprobs when a KL loss is on); their gap to the sampler's logprobs is
+   the train/inference mismatch, logged every step, and with TIS it weights the loss;
+2. the samples are split into optimizer steps of `global_batch_size` samples; each optimizer step packs
+   its samples into micro-batches of at most `max_tokens_per_gpu` tokens, accumulates the gradients of
+   the clipped policy loss (plus KL and entropy terms) normalised by the step's trainable-token count,
+   clips the gradient norm and steps AdamW and the schedule.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from codedojo.config.recipe import Recipe
+from codedojo.rl.losses import clipped_policy_loss, kl_divergence, masked_token_sum, truncated_importance_weights
+from codedojo.rl.packing import pack
+from codedojo.train.policy import Policy
+from codedojo.train.samples import TrainSample
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    sample: TrainSample
+    old: torch.Tensor
+    ref: torch.Tensor | None
+
+
+def _micro_batches(samples: Sequence[TrainSample], budget: int) -> list[list[int]]:
+    return [list(mb.indices) for mb in pack([len(s.token_ids) for s in samples], max_tokens=budget)]
+
+
+@torch.no_grad()
+def _score(policy: Policy, samples: Sequence[TrainSample], recipe: Recipe, *, reference: bool
+           ) -> list[torch.Tensor]:
+    out: list[torch.Tensor | None] = [None] * len(samples)
+    for indices in _micro_batches(samples, recipe.max_tokens_per_gpu):
+        seqs = [samples[i].token_ids for i in indices]
+        if reference:
+            lps = policy.reference_logprobs(seqs, temperature=recipe.rollout_temperature,
+                                            chunk_size=recipe.log_probs_chunk_size)
+        else:
+            lps, _ = policy.logprobs(seqs, temperature=recipe.rollout_temperature,
+                                     chunk_size=recipe.log_probs_chunk_size)
+        for i, lp in zip(indices, lps, strict=True):
+            out[i] = lp.detach()
+    return [t for t in out if t is not None]
+
+
+def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
+           samples: Sequence[TrainSample], recipe: Recipe, *, rng: random.Random) -> dict[str, float]:
+    """Train on `samples`; returns the step's metrics."""
+    started = time.monotonic()
+    if not samples:
+        return {"train/samples": 0.0}
+    use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
+    old = _score(policy, samples, recipe, reference=False)
+    ref = _score(policy, samples, recipe, reference=True) if use_kl else [None] * len(samples)  # type: ignore[list-item]
+    prepared = [_Prepared(s, o, r) for s, o, r in zip(samples, old, ref, strict=True)]
+    metrics = _mismatch(prepared, policy.device)
+
+    order = list(range(len(prepared)))
+    rng.shuffle(order)
+    size = recipe.effective_global_batch_size
+    low, high = recipe.effective_clip
+    totals: dict[str, float] = {}
+    grad_norms: list[float] = []
+    trained_tokens = 0
+    for start in range(0, len(order), size):
+        step_items = [prepared[i] for i in order[start:start + size]]
+        num_tokens = sum(p.sample.num_trainable for p in step_items)
+        trained_tokens += num_tokens
+        for indices in _micro_batches([p.sample for p in step_items], recipe.max_tokens_per_gpu):
+            micro = [step_items[i] for i in indices]
+            parts = _micro_loss(policy, micro, recipe, num_tokens=num_tokens, eps_low=low, eps_high=high,
+                                use_kl=use_kl)
+            parts["loss"].backward()
+            # loss terms are already normalised by the step's token count, so micro-batches simply add up;
+            # the clip fraction is a per-token rate, weighted by the micro-batch's share of tokens
+            share = sum(p.sample.num_trainable for p in micro) / max(num_tokens, 1)
+            for key, value in parts.items():
+                weight = share if key == "clip_frac" else 1.0
+                totals[key] = totals.get(key, 0.0) + float(value.detach()) * weight
+        params = policy.trainable_parameters()
+        if recipe.clip_grad > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, recipe.clip_grad)
+        else:
+            norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+        grad_norms.append(float(norm))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+    steps = max(1, -(-len(order) // size))
+    seconds = time.monotonic() - started
+    metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
+    metrics.update({
+        "train/grad_norm": sum(grad_norms) / len(grad_norms), "train/lr": scheduler.get_last_lr()[0],
+        "train/optimizer_steps": float(steps), "train/samples": float(len(samples)),
+        "train/trained_tokens": float(trained_tokens),
+        "train/tokens": float(sum(len(p.sample.token_ids) for p in prepared)),
+        "perf/train_seconds": seconds,
+        "perf/train_tokens_per_sec": sum(len(p.sample.token_ids) for p in prepared) / max(seconds, 1e-9),
+    })
+    return metrics
+
+
+def _micro_loss(policy: Policy, micro: list[_Prepared], recipe: Recipe, *, num_tokens: int, eps_low: float,
+                eps_high: float, use_kl: bool) -> dict[str, torch.Tensor]:
+    device = policy.device
+    want_entropy = recipe.entropy_coef != 0.0
+    lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=recipe.rollout_temperature,
+                                chunk_size=recipe.log_probs_chunk_size, with_entropy=want_entropy)
+    logprobs_T = torch.cat(lps)
+    old_T = torch.cat([p.old for p in micro]).to(device)
+    mask_T = torch.tensor([m for p in micro for m in p.sample.loss_mask], dtype=logprobs_T.dtype, device=device)
+    adv_T = torch.cat([torch.full((len(p.sample.loss_mask),), p.sample.advantage, device=device) for p in micro])
+    tis = None
+    if recipe.use_tis:
+        rollout_T = torch.tensor([x for p in micro for x in p.sample.rollout_logprobs], dtype=old_T.dtype,
+                                 device=device)
+        tis = truncated_importance_weights(old_T, rollout_T, cap=recipe.tis_clip)
+    pg, pg_metrics = clipped_policy_loss(logprobs_T, old_T, adv_T, mask_T, num_tokens=num_tokens, eps_clip=eps_low,
+                                         eps_clip_high=eps_high, tis_weights_T=tis)
+    loss = pg
+    parts = {"pg_loss": pg.detach(), "clip_frac": torch.tensor(pg_metrics["clip_frac"])}
+    if use_kl:
+        ref_T = torch.cat([p.ref for p in micro if p.ref is not None]).to(device)
+        kl = masked_token_sum(kl_divergence(logprobs_T, ref_T, estimator=recipe.kl_loss_type), mask_T,
+                              num_tokens=num_tokens)
+        loss = loss + recipe.kl_loss_coef * kl
+        parts["kl"] = kl.detach()
+    if want_entropy and ents is not None:
+        entropy = masked_token_sum(torch.cat(ents), mask_T, num_tokens=num_tokens)
+        loss = loss - recipe.entropy_coef * entropy
+        parts["entropy"] = entropy.detach()
+    parts["loss"] = loss
+    return parts
+
+
+def _mismatch(prepared: Sequence[_Prepared], device: torch.device) -> dict[str, float]:
+    """Trainer vs sampler logprobs on trainable tokens: |difference| and a KL(sampler || trainer) estimate."""
+    diffs, kls = [], []
+    for p in prepared:
+        mask = torch.tensor(p.sample.loss_mask, dtype=torch.bool)
+        if not mask.any():
+            continue
+        old = p.old.cpu()[mask]
+        rollout = torch.tensor(p.sample.rollout_logprobs)[mask]
+        diffs.append((old - rollout).abs())
+        kls.append(kl_divergence(rollout, old, estimator="k3"))
+    if not diffs:
+        return {}
+    d, k = torch.cat(diffs), torch.cat(kls)
+    return {"train/train_rollout_logprob_abs_diff": float(d.mean()),
+            "train/train_rollout_logprob_abs_diff_max": float(d.max()),
+            "train/train_rollout_kl": float(k.mean())}

@@ -1,0 +1,371 @@
+"""The local trainer: GRPO on one machine, for `num_rollout` steps.
+
+Each step: sample `rollout_batch_size` tasks; run `n_samples_per_prompt` episodes of each through the
+agent loop, local sandboxes and verifiers; group advantages over valid members; update the policy
+(codedojo.train.step); push the new weights to the engine; log, dump, evaluate and checkpoint as the
+recipe says. Training and sampling share the machine: the engine samples while the trainer waits, then
+the trainer updates while the engine waits, so every episode is sampled by the latest weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from codedojo.agent.engines import profile_for
+from codedojo.agent.evaluation import EvalReport, evaluate
+from codedojo.agent.loop import AgentConfig
+from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.config.recipe import Recipe
+from codedojo.inference.protocol import Engine, SamplingParams
+from codedojo.sandbox.base import SandboxLimits
+from codedojo.tasks.task import Task
+from codedojo.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
+from codedojo.train.observability import MetricsLog, Trace, load_hook
+from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.policy import Policy
+from codedojo.train.samples import build_batch, slime_sample
+from codedojo.train.step import update
+from codedojo.trial.runner import TrialOptions
+
+EngineFactory = Callable[[Any], Awaitable[Engine]]
+
+
+@dataclass
+class TaskSampler:
+    """Shuffled passes over the training tasks, resumable from (epoch, position)."""
+
+    num_tasks: int
+    seed: int
+    epoch: int = 0
+    position: int = 0
+    _order: list[int] = field(default_factory=list)
+
+    def _shuffle(self) -> None:
+        self._order = list(range(self.num_tasks))
+        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(self._order)
+
+    def take(self, count: int) -> list[int]:
+        if not self._order:
+            self._shuffle()
+        picked = []
+        for _ in range(count):
+            if self.position >= self.num_tasks:
+                self.epoch += 1
+                self.position = 0
+                self._shuffle()
+            picked.append(self._order[self.position])
+            self.position += 1
+        return picked
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def restore(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = state["epoch"], state["position"]
+        self._shuffle()
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str
+    tasks: list[Task]
+    n: int
+    sampling: SamplingParams
+    max_new_tokens: int
+
+
+def agent_config_for(recipe: Recipe, *, profile: str, evaluation: bool = False,
+                     sampling: SamplingParams | None = None, max_new_tokens: int | None = None) -> AgentConfig:
+    extra = recipe.extra_config
+    timeout = extra.agentic_eval_timeout if evaluation and extra.agentic_eval_timeout else extra.agentic_episode_timeout
+    return AgentConfig(
+        max_steps=extra.agentic_max_steps, episode_timeout_sec=timeout, command_timeout_sec=extra.agentic_exec_timeout,
+        max_new_tokens=max_new_tokens or recipe.rollout_max_response_len,
+        max_context_tokens=recipe.rollout_max_context_len,
+        max_format_errors=extra.agentic_max_format_errors, prompt_profile=profile,
+        sampling=sampling or SamplingParams(temperature=recipe.rollout_temperature, top_p=recipe.rollout_top_p),
+    )
+
+
+def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str, float]:
+    """Per-step rollout metrics: rewards, statuses, turns, tokens, phase timings, throughput."""
+    valid = [e for e in episodes if e.valid]
+    statuses = Counter(e.status for e in episodes)
+    trajectories = [e.trajectory for e in episodes if e.trajectory is not None]
+    turns = [len(t.turns) for t in trajectories]
+    sampled = sum(t.num_sampled_tokens for t in trajectories)
+    out: dict[str, float] = {
+        "rollout/episodes": float(len(episodes)), "rollout/valid": float(len(valid)),
+        "rollout/reward_mean": statistics.fmean([e.reward for e in valid if e.reward is not None]) if valid else 0.0,
+        "rollout/solved_frac": sum(e.solved for e in valid) / len(valid) if valid else 0.0,
+        "rollout/infra_failed_frac": 1.0 - len(valid) / len(episodes) if episodes else 0.0,
+        "rollout/turns_mean": statistics.fmean(turns) if turns else 0.0,
+        "rollout/turns_max": float(max(turns)) if turns else 0.0,
+        "rollout/sampled_tokens": float(sampled),
+        "rollout/total_tokens": float(sum(len(t.token_ids) for t in trajectories)),
+        "rollout/truncated_frac": sum(statuses[s] for s in ("step_limit", "context_limit", "episode_timeout"))
+        / max(1, len(episodes)),
+        "rollout/drift_tokens": float(sum(t.drift for t in trajectories)),
+        "perf/rollout_seconds": seconds,
+        "perf/rollout_sampled_tokens_per_sec": sampled / max(seconds, 1e-9),
+    }
+    for status, count in statuses.items():
+        out[f"rollout/status/{status}"] = count / len(episodes)
+    by_status: dict[str, list[float]] = {}
+    for e in valid:
+        by_status.setdefault(e.status, []).append(e.reward or 0.0)
+    for status, rewards in by_status.items():
+        out[f"rollout/reward_by_status/{status}"] = statistics.fmean(rewards)
+    for phase in ("environment_setup", "agent", "verifier", "agent_generate", "agent_exec"):
+        values = [e.timings[phase] for e in episodes if phase in e.timings]
+        if values:
+            out[f"time/{phase}_mean"] = statistics.fmean(values)
+    return out
+
+
+class LocalTrainer:
+    """Runs a TrainConfig on this machine; `await trainer.run()`."""
+
+    def __init__(self, *, model: Any, tasks: list[Task], recipe: Recipe, run_dir: Path, device: str,
+                 eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
+                 console: Console | None = None) -> None:
+        self.model_spec = model
+        self.tasks = tasks
+        self.recipe = recipe
+        self.run_dir = run_dir
+        self.device = device
+        self.eval_sets = eval_sets or []
+        self.engine_factory = engine_factory
+        self.console = console or Console(stderr=True)
+        self.profile = profile_for(model)
+
+    async def _open(self) -> tuple[Policy, Engine, Any, Any]:
+        from codedojo.inference.specs import resolve_model
+
+        spec = resolve_model(self.model_spec)
+        loaded = await asyncio.to_thread(spec.load, device=self.device, dtype=torch.float32)
+        recipe = self.recipe
+        use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
+        policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
+                        keep_reference=use_kl)
+        if self.engine_factory is not None:
+            engine = await self.engine_factory(loaded)
+        else:
+            from codedojo.inference.engine import LocalEngine
+
+            engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=recipe.seed)
+        return policy, engine, loaded.hf_config, loaded.tokenizer
+
+    async def run(self) -> dict[str, Any]:
+        recipe = self.recipe
+        torch.manual_seed(recipe.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        checkpoints = self._checkpoint_root()
+        metrics = MetricsLog(self.run_dir)
+        trace = Trace(self.run_dir / "trace.json" if recipe.capture_trace else None)
+        hook = load_hook(recipe.custom_rollout_log_function)
+        with self.console.status("loading the model"):
+            policy, engine, hf_config, tokenizer = await self._open()
+        total_optimizer_steps = recipe.num_rollout * recipe.optimizer_steps_per_rollout
+        optimizer = build_optimizer(policy.trainable_parameters(), recipe)
+        scheduler = build_scheduler(optimizer, recipe, total_steps=total_optimizer_steps)
+        sampler = TaskSampler(num_tasks=len(self.tasks), seed=recipe.seed)
+        shuffle_rng = random.Random(recipe.seed)
+        start = 0
+        resumed_from = latest_checkpoint(checkpoints) if checkpoints else None
+        if resumed_from is not None:
+            state = load_checkpoint(resumed_from, policy=policy, optimizer=optimizer, scheduler=scheduler)
+            start = state.step
+            sampler.restore(state.data)
+            shuffle_rng.setstate(state.rng["shuffle"])
+            torch.set_rng_state(state.rng["torch"])
+            await self._sync_weights(engine, policy)
+            self.console.print(f"resumed from {resumed_from} at step {start}")
+        agent_config = agent_config_for(recipe, profile=self.profile)
+        rollout = RolloutConfig(
+            max_open_sandboxes=recipe.max_open_sandboxes, max_inflight_generations=recipe.sglang_server_concurrency,
+            max_infra_retries=recipe.extra_config.agentic_max_infra_retries, reward_shape=recipe.reward_shape,
+            trial=TrialOptions(backend=recipe.sandbox_backend,
+                               limits=SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb)),
+        )
+        last_metrics: dict[str, Any] = {}
+        try:
+            if start == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
+                with trace.span("eval", step=0):
+                    await self._evaluate(engine, step=0, metrics=metrics, rollout=rollout)
+            for step in range(start, recipe.num_rollout):
+                step_started = time.monotonic()
+                with trace.span("rollout", step=step):
+                    episodes, rollout_seconds = await self._rollout(step, engine, sampler, agent_config, rollout)
+                for e in episodes:
+                    self._trace_episode(trace, e)
+                self._write_episodes(step, episodes)
+                batch = build_batch(episodes, normalize_std=recipe.normalize_group_std,
+                                    drop_uniform=recipe.dynamic_sampling)
+                samples = batch.samples
+                if recipe.over_sampling_batch_size:
+                    kept_groups = sorted({s.group for s in samples})[: recipe.rollout_batch_size]
+                    samples = [s for s in samples if s.group in kept_groups]
+                step_metrics = rollout_metrics(episodes, seconds=rollout_seconds)
+                step_metrics.update({"rollout/groups": float(batch.groups_total),
+                                     "rollout/groups_trained": float(len({s.group for s in samples})),
+                                     "rollout/reward_trained_mean": statistics.fmean([s.reward for s in samples])
+                                     if samples else 0.0})
+                with trace.span("train", step=step):
+                    step_metrics.update(await asyncio.to_thread(update, policy, optimizer, scheduler, samples,
+                                                                recipe, rng=shuffle_rng))
+                with trace.span("weight_sync", step=step):
+                    step_metrics["perf/weight_sync_seconds"] = await self._sync_weights(engine, policy)
+                step_metrics["perf/step_seconds"] = time.monotonic() - step_started
+                to_tensorboard = True
+                records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
+                if hook is not None:
+                    to_tensorboard = not hook(step, recipe, records, dict(step_metrics), rollout_seconds)
+                self._dump(step, records, prefix="rollout")
+                metrics.write(step, "train", step_metrics, to_tensorboard=to_tensorboard)
+                last_metrics = step_metrics
+                self._print_step(step, step_metrics)
+                if recipe.eval_interval and self.eval_sets and (step + 1) % recipe.eval_interval == 0:
+                    with trace.span("eval", step=step + 1):
+                        await self._evaluate(engine, step=step + 1, metrics=metrics, rollout=rollout)
+                if checkpoints is not None:
+                    with trace.span("checkpoint", step=step):
+                        interval = recipe.save_interval
+                        keep = interval is not None and ((step + 1) % interval == 0 or step + 1 == recipe.num_rollout)
+                        self._save(checkpoints, f"step_{step + 1:06d}" if keep else "last", step + 1, policy, optimizer,
+                                   scheduler, sampler, shuffle_rng, hf_config, tokenizer, with_hf=keep)
+                trace.flush()
+            final = self.run_dir / "final"
+            save_hf_folder(final, policy=policy, hf_config=hf_config, tokenizer=tokenizer)
+        finally:
+            metrics.close()
+            trace.flush()
+            with contextlib.suppress(Exception):
+                await engine.close()
+        from codedojo.train.report import write_report
+
+        report = write_report(self.run_dir)
+        return {"run_dir": str(self.run_dir), "report": str(report), "final_model": str(self.run_dir / "final"),
+                "last_metrics": last_metrics}
+
+    def _checkpoint_root(self) -> Path | None:
+        if not self.recipe.save:
+            return None
+        path = Path(self.recipe.save)
+        return path if path.is_absolute() else self.run_dir / path
+
+    async def _rollout(self, step: int, engine: Engine, sampler: TaskSampler, agent_config: AgentConfig,
+                       rollout: RolloutConfig) -> tuple[list[Episode], float]:
+        recipe = self.recipe
+        count = recipe.over_sampling_batch_size or recipe.rollout_batch_size
+        picked = sampler.take(count)
+        requests = [EpisodeRequest(task=self.tasks[t], group=g, sample=s,
+                                   seed=(recipe.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
+                    for g, t in enumerate(picked) for s in range(recipe.n_samples_per_prompt)]
+        started = time.monotonic()
+        columns = (TextColumn(f"step {step + 1}/{recipe.num_rollout} episodes"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            bar = progress.add_task("rollout", total=len(requests), solved=0)
+            solved = 0
+
+            def done(e: Episode) -> None:
+                nonlocal solved
+                solved += e.solved
+                progress.update(bar, advance=1, solved=solved)
+
+            episodes = await run_episodes(requests, engine=engine, agent_config=agent_config, rollout=rollout,
+                                          on_done=done)
+        return episodes, time.monotonic() - started
+
+    async def _evaluate(self, engine: Engine, *, step: int, metrics: MetricsLog, rollout: RolloutConfig) -> None:
+        results: dict[str, Any] = {}
+        for eval_set in self.eval_sets:
+            config = agent_config_for(self.recipe, profile=self.profile, evaluation=True, sampling=eval_set.sampling,
+                                      max_new_tokens=eval_set.max_new_tokens)
+            report: EvalReport = await evaluate(eval_set.tasks, engine=engine, n=eval_set.n, agent_config=config,
+                                                rollout=rollout, seed=self.recipe.seed + step, console=self.console)
+            data = report.to_dict()
+            prefix = f"eval/{eval_set.name}"
+            results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
+                            f"{prefix}/tasks": float(len(eval_set.tasks)), f"{prefix}/wall_sec": data["wall_sec"]})
+            if eval_set.n > 1:
+                results[f"{prefix}/pass@{eval_set.n}"] = data[f"pass@{eval_set.n}"]
+            for status, count in report.statuses.items():
+                results[f"{prefix}/status/{status}"] = float(count)
+            self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
+            p1 = data["pass@1"]
+            self.console.print(f"eval {eval_set.name} at step {step}: pass@1 "
+                               f"{'-' if p1 is None else f'{p1:.3f}'} over {len(eval_set.tasks)} tasks")
+        metrics.write(step, "eval", results)
+
+    def _write_episodes(self, step: int, episodes: Sequence[Episode]) -> None:
+        """Readable episodes of a step (for `codedojo report`): messages, status, reward."""
+        folder = self.run_dir / "episodes"
+        folder.mkdir(exist_ok=True)
+        with (folder / f"step_{step + 1:06d}.jsonl").open("w", encoding="utf-8") as f:
+            for e in episodes:
+                t = e.trajectory
+                messages = [{"role": m["role"], "content": str(m.get("content", ""))[:4000]}
+                            for m in (t.messages if t else [])]
+                f.write(json.dumps({"step": step + 1, "task": e.request.task.name, "sample": e.request.sample,
+                                    "status": e.status, "reward": e.reward, "turns": len(t.turns) if t else 0,
+                                    "error": e.error, "messages": messages}) + "\n")
+
+    def _dump(self, step: int, samples: list[dict[str, Any]], *, prefix: str) -> None:
+        template = self.recipe.save_debug_rollout_data
+        if not template:
+            return
+        rollout_id = step if prefix == "rollout" else f"eval_{step}"
+        path = Path(template.format(rollout_id=rollout_id))
+        path = path if path.is_absolute() else self.run_dir / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"rollout_id": rollout_id, "samples": samples}, path)
+
+    async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
+        started = time.monotonic()
+        update_weights = getattr(engine, "update_weights", None)
+        if update_weights is not None:
+            await update_weights(policy.engine_state())
+        return time.monotonic() - started
+
+    def _save(self, root: Path, name: str, step: int, policy: Policy, optimizer: torch.optim.Optimizer,
+              scheduler: Any, sampler: TaskSampler, shuffle_rng: random.Random, hf_config: Any, tokenizer: Any,
+              *, with_hf: bool) -> None:
+        state = TrainerState(step=step, data=sampler.state(),
+                             rng={"shuffle": shuffle_rng.getstate(), "torch": torch.get_rng_state()},
+                             optimizer_steps=int(scheduler.last_epoch))
+        save_checkpoint(root, name, policy=policy, optimizer=optimizer, scheduler=scheduler, state=state,
+                        hf_config=hf_config, tokenizer=tokenizer, with_hf=with_hf)
+
+    @staticmethod
+    def _trace_episode(trace: Trace, episode: Episode) -> None:
+        if not trace.enabled or episode.trajectory is None:
+            return
+        lane = f"episode {episode.request.group}.{episode.request.sample}"
+        end = time.monotonic()
+        total = episode.timings.get("agent_total", 0.0)
+        trace.add(f"{episode.request.task.name} ({episode.status})", start=end - total, end=end, lane=lane,
+                  reward=episode.reward, turns=len(episode.trajectory.turns))
+
+    def _print_step(self, step: int, m: dict[str, Any]) -> None:
+        self.console.print(
+            f"step {step + 1}/{self.recipe.num_rollout}: reward {m['rollout/reward_mean']:.3f} "
+            f"solved {m['rollout/solved_frac']:.2f} turns {m['rollout/turns_mean']:.1f} "
+            f"loss {m.get('train/loss', 0.0):+.4f} clip {m.get('train/clip_frac', 0.0):.3f} "
+            f"mismatch {m.get('train/train_rollout_logprob_abs_diff', 0.0):.2e} "
+            f"({m['perf/rollout_seconds']:.0f}s rollout, {m.get('perf/train_seconds', 0.0):.0f}s train)")

@@ -1,0 +1,182 @@
+"""The local trainer end to end on a CPU: tiny model, scripted rollouts, real sandboxes and verifiers."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from codedojo.agent.prompts import SUBMIT_SENTINEL
+from codedojo.agent.scripted import ScriptedPolicy
+from codedojo.config import (
+    AgentTaskDataset,
+    BackendRequired,
+    EvalConfig,
+    EvalDataset,
+    ExtraConfig,
+    Qwen3_6_27B,
+    Qwen3_6_27B_Recipe,
+    Recipe,
+    TrainConfig,
+    task_row,
+)
+from codedojo.inference.specs import TinyModel
+from codedojo.records import RecordError
+from codedojo.tasks.task import Task, examples_dir
+
+SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
+RIGHT = {"hello-file": "```bash\necho world > hello.txt\n```",
+         "fix-add": "```bash\nsed -i '5s/a - b/a + b/' calc.py\n```"}
+HOOK_CALLS: list[tuple[int, int, float]] = []
+
+
+def log_hook(rollout_id: int, args: Any, samples: list[dict[str, Any]], extra: dict[str, float],
+             rollout_time: float) -> bool:
+    """A custom_rollout_log_function with slime's signature."""
+    assert args.n_samples_per_prompt == 4 and {"tokens", "loss_mask", "rollout_log_probs", "reward"} <= set(samples[0])
+    HOOK_CALLS.append((rollout_id, len(samples), extra["rollout/reward_mean"]))
+    return False
+
+
+def _script(session_id: str) -> list[str]:
+    task = "hello-file" if session_id.startswith("hello-file") else "fix-add"
+    right = zlib.crc32(session_id.encode()) % 2 == 0  # half the episodes solve it: groups have variance
+    return [RIGHT[task] if right else "```bash\nls\n```", SUBMIT]
+
+
+async def _scripted_engine(loaded: Any) -> ScriptedPolicy:
+    return ScriptedPolicy(loaded.tokenizer, _script)
+
+
+def _dataset(folder: Path) -> AgentTaskDataset:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "train.jsonl"
+    rows = [task_row(examples_dir() / name, instruction=Task.load(examples_dir() / name).instruction)
+            for name in ("hello-file", "fix-add")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return AgentTaskDataset(path)
+
+
+def _recipe(tmp: Path, *, num_rollout: int) -> Recipe:
+    data = _dataset(tmp / "data")
+    return Recipe(
+        num_rollout=num_rollout, rollout_batch_size=2, n_samples_per_prompt=4, global_batch_size=4, lr=1e-3,
+        weight_decay=0.0, eps_clip_high=0.28, max_tokens_per_gpu=2048, log_probs_chunk_size=64,
+        rollout_max_response_len=64, rollout_max_context_len=4096, save="checkpoints", save_interval=1,
+        save_debug_rollout_data="dumps/rollout_{rollout_id}.pt", capture_trace=True,
+        custom_rollout_log_function="test_train_e2e:log_hook", eval_interval=1, max_open_sandboxes=4,
+        eval_config={"defaults": {"n_samples_per_eval_prompt": 2}, "datasets": [{"name": "held-out", "path":
+                                                                                    str(data.path)}]},
+        extra_config=ExtraConfig(agentic_max_steps=3, skip_eval_before_train=True),
+    )
+
+
+def _train(tmp: Path, run_dir: Path, *, num_rollout: int) -> Any:
+    config = TrainConfig(model=TinyModel(seed=7), dataset=_dataset(tmp / "data"),
+                         recipe=_recipe(tmp, num_rollout=num_rollout), run_dir=run_dir, device="cpu")
+    return config.launch(engine_factory=_scripted_engine)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    tmp = tmp_path_factory.mktemp("train")
+    HOOK_CALLS.clear()
+    run = _train(tmp, tmp / "run", num_rollout=2)
+    return tmp, run
+
+
+def test_a_run_trains_every_parameter_and_writes_everything(trained: tuple[Path, Any]) -> None:
+    tmp, run = trained
+    records = [json.loads(line) for line in run.metrics_path.read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["step"] for r in train] == [0, 1] and [r["step"] for r in evals] == [1, 2]
+    for r in train:
+        assert torch.isfinite(torch.tensor(r["train/loss"])) and r["train/optimizer_steps"] == 2.0
+        assert r["rollout/episodes"] == 8 and r["rollout/valid"] == 8
+        assert 0 < r["rollout/reward_mean"] < 1 and r["rollout/groups_trained"] == 2
+        assert r["train/train_rollout_logprob_abs_diff"] > 0  # scripted logprobs are not the model's
+    assert evals[0]["eval/held-out/tasks"] == 2 and evals[0]["eval/held-out/pass@1"] is not None
+
+    initial = TinyModel(seed=7).load().state_dict
+    final = load_file(str(run.run_dir / "final" / "model.safetensors"))
+    assert set(final) <= set(initial)
+    unchanged = [name for name, tensor in final.items() if torch.equal(tensor, initial[name])]
+    assert unchanged == []
+
+    assert (run.run_dir / "dumps" / "rollout_0.pt").is_file() and (run.run_dir / "dumps" / "rollout_1.pt").is_file()
+    assert (run.run_dir / "dumps" / "rollout_eval_1.pt").is_file()
+    dump = torch.load(run.run_dir / "dumps" / "rollout_1.pt", weights_only=False)
+    assert dump["rollout_id"] == 1 and len(dump["samples"]) == 8
+    sample = dump["samples"][0]
+    assert len(sample["loss_mask"]) == sample["response_length"] == len(sample["rollout_log_probs"])
+    assert [c[:2] for c in HOOK_CALLS] == [(0, 8), (1, 8)]
+    trace = json.loads((run.run_dir / "trace.json").read_text())
+    assert {"rollout", "train", "weight_sync", "eval", "checkpoint"} <= {e["name"] for e in trace["traceEvents"]}
+    assert (run.run_dir / "report.html").is_file()
+    assert (run.run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
+
+
+def test_metrics_reach_tensorboard(trained: tuple[Path, Any]) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, run = trained
+    events = EventAccumulator(str(run.run_dir / "tensorboard"))
+    events.Reload()
+    assert "rollout/reward_mean" in events.Tags()["scalars"]
+    assert [e.step for e in events.Scalars("train/loss")] == [0, 1]
+
+
+def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(trained: tuple[Path, Any],
+                                                                     tmp_path: Path) -> None:
+    tmp, straight = trained
+    resumed_dir = tmp_path / "resumed"
+    _train(tmp, resumed_dir, num_rollout=1)   # "killed" after step 1 ...
+    _train(tmp, resumed_dir, num_rollout=2)   # ... and relaunched
+    a = load_file(str(straight.run_dir / "final" / "model.safetensors"))
+    b = load_file(str(resumed_dir / "final" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
+    la = [json.loads(x) for x in straight.metrics_path.read_text().splitlines() if '"train"' in x][-1]
+    lb = [json.loads(x) for x in (resumed_dir / "metrics.jsonl").read_text().splitlines() if '"train"' in x][-1]
+    assert la["train/loss"] == pytest.approx(lb["train/loss"], abs=1e-7)
+
+
+def test_the_27b_recipe_needs_a_cluster_backend(tmp_path: Path) -> None:
+    config = TrainConfig(model=Qwen3_6_27B(), dataset=_dataset(tmp_path), recipe=Qwen3_6_27B_Recipe())
+    with pytest.raises(BackendRequired, match="targets the slime or modal backend"):
+        config.launch(backend="local")
+
+
+def test_recipe_fields_are_typed_and_unknown_ones_are_named() -> None:
+    with pytest.raises(RecordError, match="unknown key 'lrr'.*did you mean 'lr'"):
+        Recipe(lrr=1e-5)
+    with pytest.raises(RecordError, match="unknown key 'agentic_max_step'.*agentic_max_steps"):
+        Recipe(extra_config={"agentic_max_step": 3})
+    with pytest.raises(RecordError, match="rollout_batch_size must be at least 1"):
+        Recipe(rollout_batch_size=0)
+    with pytest.raises(RecordError, match="eval_interval needs eval_config"):
+        Recipe(eval_interval=5)
+    r = Qwen3_6_27B_Recipe(environment={"ASYNC_RL_REWARD_SHAPE": "fractional", "SLIME_AGENT_SANDBOX_CPU": "2",
+                                        "SLIME_AGENT_SANDBOX_MEMORY_MB": "4096"},
+                           eval_config={"defaults": {"temperature": 0.6}, "datasets": [{"name": "eval", "path": "x"}]})
+    assert (r.reward_shape, r.sandbox_cpus, r.sandbox_memory_mb) == ("fractional", 2.0, 4096)
+    assert isinstance(r.eval_config, EvalConfig) and isinstance(r.eval_config.datasets[0], EvalDataset)
+    assert r.optimizer_steps_per_rollout == 1 and r.effective_clip == (0.2, 0.2)
+    with pytest.raises(RecordError, match="disagrees with environment"):
+        Recipe(reward_shape="fractional", environment={"ASYNC_RL_REWARD_SHAPE": "binary"})
+
+
+def test_ignored_fields_are_reported_with_reasons(tmp_path: Path) -> None:
+    recipe = Recipe(tensor_model_parallel_size=4, sglang_speculative_algorithm="EAGLE", async_mode=True)
+    config = TrainConfig(model=TinyModel(), dataset=_dataset(tmp_path), recipe=recipe)
+    ignored = dict(config.ignored_fields("local"))
+    assert "tensor_model_parallel_size" in ignored and "speculative" in ignored["sglang_speculative_algorithm"]
+    assert "synchronous" in ignored["async_mode"]
+    assert "extra_config.router_policy" in ignored
+    assert config.derived()["optimizer steps per rollout"] == 1
