@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "codedojo.agent.cli",
     "codedojo.inference.cli",
     "codedojo.tasks.cli",
+    "codedojo.train.cli",
     "codedojo.trial.cli",
 )
 

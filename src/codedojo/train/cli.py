@@ -1,0 +1,83 @@
+"""`codedojo train` (the main job) and `codedojo report RUN_DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "train", help="train a coding agent with GRPO (no arguments: the embedded default run)",
+        description="Without --dataset, runs the embedded default: SmolLM2-135M-Instruct, the bundled warm-up "
+        "tasks (generated once and cached), a supervised warm start on demonstrations, then GRPO with held-out "
+        "evaluation. With --dataset, trains on that JSONL (rows {prompt, label, metadata.task_path}).")
+    p.add_argument("--dataset", type=Path, help="training tasks (JSONL written by `codedojo dataset`)")
+    p.add_argument("--eval-dataset", type=Path, action="append", default=[], help="held-out tasks (repeatable)")
+    p.add_argument("--model", default=None, help="model name or Hugging Face folder (default: smollm2-135m-instruct)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a recipe field, e.g. --set num_rollout=4 --set lr=1e-5 (repeatable)")
+    p.add_argument("--run-dir", type=Path, default=None, help="run directory (an existing one resumes)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p.add_argument("--quick", action="store_true", help="embedded default only: a much shorter run (smoke test)")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("report", help="write the HTML report of a run",
+                       description="Writes RUN_DIR/report.html: reward and eval curves and a browser of episodes.")
+    p.add_argument("run_dir", type=Path, help="a run directory (runs/<id>)")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: RUN_DIR/report.html)")
+    p.set_defaults(func=_report)
+
+
+def parse_overrides(items: list[str]) -> dict[str, object]:
+    """FIELD=VALUE pairs; values are read as TOML scalars/arrays/tables (1e-5, true, "x", [1, 2])."""
+    import tomllib
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = raw  # a bare word is a string
+    return out
+
+
+def _train(args: argparse.Namespace) -> int:
+    from codedojo.records import RecordError
+
+    try:
+        overrides = parse_overrides(args.overrides)
+        if args.dataset is None:
+            from codedojo.train.default import run_default
+
+            run_default(run_dir=args.run_dir, overrides=overrides, device=args.device, quick=args.quick,
+                        model=args.model)
+            return 0
+        from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, SmolLM2_Recipe, TrainConfig
+
+        eval_config = EvalConfig(datasets=tuple(EvalDataset(name=p.stem, path=str(p)) for p in args.eval_dataset)) \
+            if args.eval_dataset else None
+        if eval_config is not None:
+            overrides.setdefault("eval_config", eval_config)
+        recipe = SmolLM2_Recipe(**overrides)
+        config = TrainConfig(model=args.model or "smollm2-135m-instruct", dataset=AgentTaskDataset(args.dataset),
+                             recipe=recipe, run_dir=args.run_dir, device=args.device)
+        config.launch()
+    except (RecordError, ValueError, FileNotFoundError) as e:
+        print(f"codedojo train: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from codedojo.train.report import write_report
+
+    if not (args.run_dir / "metrics.jsonl").is_file():
+        print(f"{args.run_dir}: not a run directory (no metrics.jsonl)", file=sys.stderr)
+        return 2
+    print(write_report(args.run_dir, out=args.out))
+    return 0

@@ -1,0 +1,65 @@
+"""`codedojo report`: the HTML page renders its curves and episode browser in a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from codedojo.train.report import write_report
+
+
+def _fake_run(run_dir: Path) -> None:
+    (run_dir / "episodes").mkdir(parents=True)
+    records = []
+    for step in range(3):
+        records.append({"step": step, "kind": "train", "rollout/reward_mean": 0.1 * step,
+                        "rollout/solved_frac": 0.1 * step, "train/loss": -0.01 * step, "rollout/turns_mean": 3.0,
+                        "perf/step_seconds": 10.0,
+                        "train/train_rollout_logprob_abs_diff": 1e-5})
+        with (run_dir / "episodes" / f"step_{step + 1:06d}.jsonl").open("w") as f:
+            for i in range(2):
+                f.write(json.dumps({"step": step + 1, "task": f"task-{i}", "sample": 0,
+                                    "status": "submitted" if i else "step_limit", "reward": float(i), "turns": 2,
+                                    "error": None, "messages": [{"role": "user", "content": f"fix bug {i} <b>"},
+                                                                {"role": "assistant", "content": "```bash\nls\n```"}]})
+                        + "\n")
+    records.append({"step": 3, "kind": "eval", "eval/held-out/pass@1": 0.25})
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run_dir / "config.json").write_text(json.dumps({"training_run_id": "run-x", "model": "tiny", "tasks": 2,
+                                                     "derived": {"clip bounds": "[0.8, 1.28]"}}))
+
+
+def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    _fake_run(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "codedojo.cli", "report", str(tmp_path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "report.html"
+    assert page.is_file()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is installed by ./dev (apt-get install chromium)"
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout
+    # rows and the conversation are created by the page's script, so their presence proves it ran
+    assert dom.count('class="episode-row"') == 6
+    assert '<span id="episode-count">6</span>' in dom
+    assert "fix bug 0 &lt;b&gt;" in dom  # message text is escaped, not injected
+    assert dom.count("<svg") >= 5 and "eval pass@1" in dom
+
+
+def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "codedojo.cli", "report", str(tmp_path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+
+
+def test_write_report_without_episodes(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "kind": "train", "rollout/reward_mean": 0.5}) + "\n")
+    assert "No metrics yet" not in write_report(tmp_path).read_text()
