@@ -127,6 +127,8 @@ class Scheduler:
         sid = request.session_id
         if sid is not None:
             session = self.sessions.get(sid)
+            if session is not None and session.running is not None and session.running.cancelled:
+                self._retire(session.running)  # its caller gave up; the session is free again
             if session is not None and session.running is not None:
                 request.deliver(SessionBusyError(f"session {sid!r} already has a request running"))
                 return
@@ -136,6 +138,13 @@ class Scheduler:
             session.running = request
             session.ended = False
         self.waiting.append(request)
+
+    def _retire(self, request: Request) -> None:
+        if request in self.rows:
+            self._finish(self.rows.index(request), None, park=True)
+        else:
+            self.waiting.remove(request)
+            self._settle(request, None)
 
     def end_session(self, session_id: str) -> None:
         session = self.sessions.get(session_id)

@@ -56,6 +56,9 @@ class LoadedModel:
         from transformers import AutoModelForCausalLM
 
         tensor = next(iter(self.state_dict.values()))
+        if self.folder is not None:  # skips the random initialisation that from_config pays for
+            model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=tensor.dtype).to(tensor.device)
+            return model.eval()
         with torch.device(tensor.device):
             model = AutoModelForCausalLM.from_config(self.hf_config, dtype=tensor.dtype)
         missing, unexpected = model.load_state_dict(self.state_dict, strict=False)

