@@ -1,0 +1,127 @@
+"""What codedojo's slime hooks read from slime's `args` namespace and the job's environment, read once.
+
+slime hands every hook one argparse namespace holding its own flags plus every key of the
+`--custom-config-path` YAML (set as attributes after validation). The names below are the reference
+tutorial's (`agentic_*` keys of its extra_config, `ASYNC_RL_REWARD_SHAPE`, `SLIME_AGENT_SANDBOX_CPU` /
+`_MEMORY_MB`), plus the few codedojo adds (`agentic_sandbox_backend`, `agentic_max_infra_retries`, ...).
+A missing attribute means the default of `codedojo.config.ExtraConfig`, so the hook behaves the same
+when slime runs without codedojo's rendered YAML.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codedojo.config.recipe import ExtraConfig
+from codedojo.sandbox.base import SandboxLimits
+from codedojo.trial.reward import REWARD_SHAPES, RewardShape
+
+_EXTRA = ExtraConfig()
+# Relative `metadata.task_path` values are taken from the first of these that is set (the tutorial's
+# launcher sets ASYNC_RL_TASK_ROOT=/data), else from the training JSONL's folder.
+TASK_ROOT_VARIABLES = ("CODEDOJO_TASK_ROOT", "ASYNC_RL_TASK_ROOT")
+DEFAULT_QUERY_TIMEOUT_SEC = 600.0
+"""One /generate request (the fork's agentic_query_timeout)."""
+
+
+class HookConfigError(ValueError):
+    """slime's args or the job's environment hold a value the hook cannot use."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookSettings:
+    """Everything one episode of the generate hook needs from `args` and the environment."""
+
+    router_url: str
+    """SGLang router (or single server) base URL: http://{sglang_router_ip}:{sglang_router_port}."""
+    tokenizer_name: str
+    """args.hf_checkpoint: an HF folder, or a model name codedojo knows (tests use tiny-llama)."""
+    max_steps: int
+    episode_timeout_sec: float
+    """agentic_episode_timeout, or agentic_eval_timeout for evaluation episodes when set."""
+    command_timeout_sec: float
+    max_format_errors: int
+    max_infra_retries: int
+    max_new_tokens: int
+    """Per reply: rollout_max_response_len (slime's sampling_params carry the same number)."""
+    max_context_tokens: int
+    """Whole episode: rollout_max_context_len."""
+    query_timeout_sec: float
+    reward_shape: RewardShape
+    sandbox_backend: str
+    sandbox_limits: SandboxLimits
+    task_root: Path | None
+    prompt_profile: str | None
+
+    @classmethod
+    def from_args(cls, args: Any, *, evaluation: bool, environ: Mapping[str, str] | None = None) -> HookSettings:
+        env = os.environ if environ is None else environ
+
+        def arg(name: str, default: Any) -> Any:
+            value = getattr(args, name, None)
+            return default if value is None else value
+
+        ip, port = getattr(args, "sglang_router_ip", None), getattr(args, "sglang_router_port", None)
+        if not ip or not port:
+            raise HookConfigError("args.sglang_router_ip / args.sglang_router_port are not set: the generate hook "
+                                  "runs inside slime's rollout manager, after the router has started")
+        tokenizer_name = getattr(args, "hf_checkpoint", None)
+        if not tokenizer_name:
+            raise HookConfigError("args.hf_checkpoint is not set (the tokenizer of the served model)")
+        episode_timeout = float(arg("agentic_episode_timeout", _EXTRA.agentic_episode_timeout))
+        if evaluation and getattr(args, "agentic_eval_timeout", None) is not None:
+            episode_timeout = float(args.agentic_eval_timeout)
+        shape = str(arg("agentic_reward_shape", env.get("ASYNC_RL_REWARD_SHAPE", "binary")))
+        if shape not in REWARD_SHAPES:
+            raise HookConfigError(f"reward shape {shape!r} (ASYNC_RL_REWARD_SHAPE or agentic_reward_shape); "
+                                  f"expected one of {REWARD_SHAPES}")
+        return cls(
+            router_url=f"http://{ip}:{port}",
+            tokenizer_name=str(tokenizer_name),
+            max_steps=int(arg("agentic_max_steps", _EXTRA.agentic_max_steps)),
+            episode_timeout_sec=episode_timeout,
+            command_timeout_sec=float(arg("agentic_exec_timeout", _EXTRA.agentic_exec_timeout)),
+            max_format_errors=int(arg("agentic_max_format_errors", _EXTRA.agentic_max_format_errors)),
+            max_infra_retries=int(arg("agentic_max_infra_retries", _EXTRA.agentic_max_infra_retries)),
+            max_new_tokens=int(arg("rollout_max_response_len", 1024)),
+            max_context_tokens=int(arg("rollout_max_context_len", 32768)),
+            query_timeout_sec=float(arg("agentic_query_timeout", DEFAULT_QUERY_TIMEOUT_SEC)),
+            reward_shape=shape,  # type: ignore[arg-type]
+            sandbox_backend=str(arg("agentic_sandbox_backend", env.get("CODEDOJO_SANDBOX_BACKEND", "local"))),
+            sandbox_limits=sandbox_limits(env),
+            task_root=task_root(args, env),
+            prompt_profile=getattr(args, "agentic_prompt_profile", None),
+        )
+
+
+def sandbox_limits(env: Mapping[str, str]) -> SandboxLimits:
+    """SLIME_AGENT_SANDBOX_CPU / _MEMORY_MB (the tutorial's variables); unset means the task's own."""
+    try:
+        cpus = float(env["SLIME_AGENT_SANDBOX_CPU"]) if env.get("SLIME_AGENT_SANDBOX_CPU") else None
+        memory = int(env["SLIME_AGENT_SANDBOX_MEMORY_MB"]) if env.get("SLIME_AGENT_SANDBOX_MEMORY_MB") else None
+    except ValueError as e:
+        raise HookConfigError(f"SLIME_AGENT_SANDBOX_CPU / SLIME_AGENT_SANDBOX_MEMORY_MB: {e}") from None
+    return SandboxLimits(cpus=cpus, memory_mb=memory)
+
+
+def task_root(args: Any, env: Mapping[str, str]) -> Path | None:
+    for name in TASK_ROOT_VARIABLES:
+        if env.get(name):
+            return Path(env[name])
+    prompt_data = getattr(args, "prompt_data", None)
+    if isinstance(prompt_data, str) and prompt_data:
+        return Path(prompt_data).parent
+    return None
+
+
+def resolve_task_path(metadata: Mapping[str, Any], *, root: Path | None) -> Path:
+    """The task directory a row names in `metadata.task_path` (relative paths from `root`)."""
+    raw = metadata.get("task_path") if isinstance(metadata, Mapping) else None
+    if not raw:
+        raise HookConfigError("the sample has no metadata.task_path (rows must name their Harbor task directory)")
+    path = Path(str(raw))
+    return path if path.is_absolute() or root is None else root / path
