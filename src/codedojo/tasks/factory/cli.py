@@ -57,14 +57,16 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
     quota = quota_for(args.limit, num_repos=len(repos), per_repo=per_repo, tier=args.tier)
     started = time.monotonic()
     specs_by_repo = []
+    tested: dict[str, int] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, transient=False) as progress:
         bar = progress.add_task("mutants", total=quota * len(repos))
         for repo in repos:
             done = sum(len(s) for s in specs_by_repo)
 
-            def report(accepted: int, tested: int, *, name: str = repo.name, done: int = done) -> None:
-                progress.update(bar, completed=done + accepted, description=f"{name}: {tested} tested")
+            def report(accepted: int, num_tested: int, *, name: str = repo.name, done: int = done) -> None:
+                tested[name] = num_tested
+                progress.update(bar, completed=done + accepted, description=f"{name}: {num_tested} tested")
 
             candidates = find_candidates(
                 repo, seed=args.seed, quota=quota, workers=args.workers, python=args.python, on_progress=report
@@ -74,7 +76,7 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
             )
     written = write_suite(repos, specs_by_repo, args.out, tier=args.tier, limit=args.limit)
     print(f"wrote {len(written)} tasks from {len(repos)} repositories to {args.out} "
-          f"in {time.monotonic() - started:.1f} s")  # fmt: skip
+          f"({sum(tested.values())} mutants tested) in {time.monotonic() - started:.1f} s")  # fmt: skip
     return 0 if written else 1
 
 

@@ -1,7 +1,7 @@
 """Run a repository's pytest suite in a throw-away copy and read back per-test outcomes.
 
 The run goes through scripts/run_tests.py (the same script every generated task ships), in a fresh
-interpreter started with -I, with a per-test alarm and a wall-clock limit for the whole run, because
+interpreter with a clean environment, with a per-test alarm and a wall-clock limit for the whole run, because
 mutated code may loop forever.
 """
 
@@ -72,6 +72,9 @@ class TestRun:
 
 
 def _environment(home: str) -> dict[str, str]:
+    # Not `python -I`, which would ignore PYTHONHASHSEED: a fixed hash seed makes the reprs of sets in
+    # failure messages, and so the problem statements, the same on every run. The environment is
+    # built from scratch, so no PYTHONPATH or user site comes in.
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
@@ -102,7 +105,7 @@ class TestServer:
     def __init__(self, *, python: str | None = None) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="codedojo-serve-")
         self._process = subprocess.Popen(
-            [python or default_python(), "-I", str(RUN_TESTS_SCRIPT), "--serve"],
+            [python or default_python(), str(RUN_TESTS_SCRIPT), "--serve"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env=_environment(self._scratch.name), start_new_session=True,
         )  # fmt: skip
@@ -159,7 +162,7 @@ def run_tests(
     with tempfile.TemporaryDirectory(prefix="codedojo-run-") as scratch:
         results = Path(scratch) / "results.json"
         command = [
-            python or default_python(), "-I", str(RUN_TESTS_SCRIPT),
+            python or default_python(), str(RUN_TESTS_SCRIPT),
             "--results", str(results), "--per-test-timeout", str(per_test_timeout_s),
             "--workdir", str(workdir), "--", *test_ids,
         ]  # fmt: skip
