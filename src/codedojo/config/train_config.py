@@ -131,10 +131,9 @@ class TrainConfig:
             )
         if chosen == "local":
             return self._launch_local(engine_factory=engine_factory)
-        raise BackendRequired(
-            f"the {chosen} backend is not part of this build of codedojo yet; train locally with a local recipe "
-            "(e.g. SmolLM2_Recipe) or render slime's command line from the recipe by hand (docs/training.md)"
-        )
+        from codedojo.integrations import launch_remote
+
+        return launch_remote(self, backend=chosen)  # type: ignore[no-any-return]
 
     def _launch_local(self, *, engine_factory: Any) -> Run:
         from rich.console import Console

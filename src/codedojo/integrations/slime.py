@@ -136,7 +136,7 @@ def _fill_failure(sample: Any, *, tokenizer: Any, status: str, error: str) -> No
 
 def _task_for(sample: Any, settings: HookSettings) -> Task:
     metadata = sample.metadata or {}
-    task = Task.load(resolve_task_path(metadata, root=settings.task_root))
+    task = Task.load(resolve_task_path(metadata, roots=settings.task_roots))
     row_shape = metadata.get("reward_shape")
     if row_shape is not None:  # the row's shape wins over the task's and the run's
         config = dataclasses.replace(task.config, metadata={**task.config.metadata, "reward_shape": row_shape})

@@ -21,9 +21,6 @@ from codedojo.sandbox.base import SandboxLimits
 from codedojo.trial.reward import REWARD_SHAPES, RewardShape
 
 _EXTRA = ExtraConfig()
-# Relative `metadata.task_path` values are taken from the first of these that is set (the tutorial's
-# launcher sets ASYNC_RL_TASK_ROOT=/data), else from the training JSONL's folder.
-TASK_ROOT_VARIABLES = ("CODEDOJO_TASK_ROOT", "ASYNC_RL_TASK_ROOT")
 DEFAULT_QUERY_TIMEOUT_SEC = 600.0
 """One /generate request (the fork's agentic_query_timeout)."""
 
@@ -54,7 +51,8 @@ class HookSettings:
     reward_shape: RewardShape
     sandbox_backend: str
     sandbox_limits: SandboxLimits
-    task_root: Path | None
+    task_roots: tuple[Path, ...]
+    """Where relative task paths are looked up, in order (see `task_roots`)."""
     prompt_profile: str | None
 
     @classmethod
@@ -93,7 +91,7 @@ class HookSettings:
             reward_shape=shape,  # type: ignore[arg-type]
             sandbox_backend=str(arg("agentic_sandbox_backend", env.get("CODEDOJO_SANDBOX_BACKEND", "local"))),
             sandbox_limits=sandbox_limits(env),
-            task_root=task_root(args, env),
+            task_roots=task_roots(args, env),
             prompt_profile=getattr(args, "agentic_prompt_profile", None),
         )
 
@@ -108,20 +106,32 @@ def sandbox_limits(env: Mapping[str, str]) -> SandboxLimits:
     return SandboxLimits(cpus=cpus, memory_mb=memory)
 
 
-def task_root(args: Any, env: Mapping[str, str]) -> Path | None:
-    for name in TASK_ROOT_VARIABLES:
-        if env.get(name):
-            return Path(env[name])
+def task_roots(args: Any, env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Folders a relative `metadata.task_path` may be relative to, most specific first.
+
+    codedojo's rows are relative to their JSONL file's folder (as `AgentTaskDataset` reads them): the
+    training file is `args.prompt_data`, and rendered eval configs give each row `metadata.task_root`.
+    CODEDOJO_TASK_ROOT overrides both; the tutorial's ASYNC_RL_TASK_ROOT comes last."""
+    roots = [env.get("CODEDOJO_TASK_ROOT")]
     prompt_data = getattr(args, "prompt_data", None)
     if isinstance(prompt_data, str) and prompt_data:
-        return Path(prompt_data).parent
-    return None
+        roots.append(str(Path(prompt_data).parent))
+    roots.append(env.get("ASYNC_RL_TASK_ROOT"))
+    return tuple(Path(r) for r in roots if r)
 
 
-def resolve_task_path(metadata: Mapping[str, Any], *, root: Path | None) -> Path:
-    """The task directory a row names in `metadata.task_path` (relative paths from `root`)."""
+def resolve_task_path(metadata: Mapping[str, Any], *, roots: tuple[Path, ...]) -> Path:
+    """The task directory a row names in `metadata.task_path`: absolute as is; relative from the row's own
+    `metadata.task_root`, else the first of `roots` that holds it."""
     raw = metadata.get("task_path") if isinstance(metadata, Mapping) else None
     if not raw:
         raise HookConfigError("the sample has no metadata.task_path (rows must name their Harbor task directory)")
     path = Path(str(raw))
-    return path if path.is_absolute() or root is None else root / path
+    if path.is_absolute():
+        return path
+    candidates = [Path(str(metadata["task_root"])) / path] if metadata.get("task_root") else []
+    candidates += [root / path for root in roots]
+    for candidate in candidates:
+        if (candidate / "task.toml").is_file():
+            return candidate
+    return candidates[0] if candidates else path

@@ -1,0 +1,231 @@
+"""Recipe -> slime command: the tutorial's full recipe against a golden flag list, the launcher's rules, the
+checks slime skips, and config.launch(backend="slime") as a dry run and as a `ray job submit`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codedojo.config import AgentTaskDataset, Qwen3_6_27B, Qwen3_6_27B_Recipe, Recipe, TrainConfig
+from codedojo.integrations.slime_command import (
+    LAUNCHER_ONLY,
+    MAPPED,
+    SlimeConfigError,
+    _Flags,
+    check_recipe,
+    render_slime_command,
+)
+from codedojo.integrations.slime_launch import ray_submit_argv
+
+DATA = "/data/swe_rebench_v2"
+
+
+def tutorial_recipe(**overrides: object) -> Recipe:
+    """modal-projects/training-gym tutorials/coding_agent/main.py with SMOKE = False. The fork's hooks
+    (agentic_rl.generate.generate, agentic_rl.metrics.log_rollout_data) are codedojo's here: that swap is
+    the point of the integration."""
+    fields: dict[str, object] = dict(
+        slime_git_repository="https://github.com/modal-projects/slime",
+        slime_git_revision="a9f2e5631634affa2032d5f3f9df8d3f2bcbca62",
+        data_volume_name="slime-data", memory=(1024, 2 * 1024 * 1024),
+        train_function_kwargs={"ephemeral_disk": 2 * 1024 * 1024},
+        environment={"PYTHONPATH": "/root/Megatron-LM/:/root/slime", "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+                     "NCCL_NVLS_ENABLE": "1", "NCCL_RAS_ENABLE": "0",
+                     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "ASYNC_RL_TASK_ROOT": "/data",
+                     "SLIME_AGENT_SANDBOX_CPU": "2", "SLIME_AGENT_SANDBOX_MEMORY_MB": "4096",
+                     "ASYNC_RL_REWARD_SHAPE": "binary"},
+        image_run_commands=["apt-get update && apt-get install -y --no-install-recommends rdma-core libibverbs1 "
+                            "ibverbs-providers", "uv pip install --system modal mini-swe-agent datasets"],
+        image_env={"MSWEA_SILENT_STARTUP": "1"}, app_tags={"agentic_rollout": "harbor"}, colocate=False,
+        metrics={"project": "coding-agent"}, num_rollout=500, rollout_batch_size=32, n_samples_per_prompt=8,
+        global_batch_size=256, advantage_estimator="grpo", lr=4e-6, lr_decay_style="constant", weight_decay=0.1,
+        eps_clip=0.2, eps_clip_high=None, use_kl_loss=False, kl_coef=0.0, entropy_coef=0.0, rollout_temperature=1.0,
+        rollout_max_response_len=8192, eval_max_response_len=8192, eval_interval=None, n_samples_per_eval_prompt=1,
+        save="/checkpoints", save_interval=20, sglang_server_concurrency=32, max_tokens_per_gpu=16384,
+        log_probs_chunk_size=128, capture_trace=True,
+        custom_rollout_log_function="codedojo.integrations.slime.log_rollout_data",
+        extra_config={"custom_generate_function_path": "codedojo.integrations.slime.generate",
+                      "agentic_max_steps": 75, "agentic_episode_timeout": 1800, "agentic_eval_timeout": None,
+                      "agentic_exec_timeout": 120, "router_policy": "consistent_hashing",
+                      "skip_eval_before_train": False},
+        eval_config={"defaults": {"n_samples_per_eval_prompt": 1, "temperature": 0.6, "top_p": 1.0},
+                     "datasets": [{"name": "eval", "path": f"{DATA}/eval.jsonl",
+                                   "metadata_overrides": {"eval_dataset": "eval"}}]},
+        save_debug_rollout_data="/checkpoints/agentic_rollout_dumps/coding-agent-run/rollout_{rollout_id}.pt",
+        gpu_type="H200", actor_num_nodes=2, actor_num_gpus_per_node=8, rollout_num_gpus=32,
+        rollout_num_gpus_per_engine=2, tensor_model_parallel_size=4, pipeline_model_parallel_size=2,
+        context_parallel_size=2, sequence_parallel=True, conversion_tensor_model_parallel_size=4,
+        conversion_pipeline_model_parallel_size=2, decoder_last_pipeline_num_layers=30, attention_backend="flash",
+        ref_load="", sglang_speculative_algorithm="EAGLE", sglang_speculative_num_steps=3,
+        sglang_speculative_eagle_topk=1, sglang_speculative_num_draft_tokens=4,
+    )
+    return Qwen3_6_27B_Recipe(**{**fields, **overrides})
+
+
+GOLDEN = [
+    "--hf-checkpoint", "Qwen/Qwen3.6-27B",
+    "--prompt-data", f"{DATA}/train-300.jsonl", "--input-key", "prompt", "--label-key", "label",
+    "--metadata-key", "metadata", "--rollout-shuffle",
+    "--actor-num-nodes", "2", "--actor-num-gpus-per-node", "8", "--rollout-num-gpus", "32",
+    "--rollout-num-gpus-per-engine", "2", "--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2",
+    "--context-parallel-size", "2", "--sequence-parallel", "--decoder-last-pipeline-num-layers", "30",
+    "--attention-backend", "flash", "--sglang-speculative-algorithm", "EAGLE", "--sglang-speculative-num-steps", "3",
+    "--sglang-speculative-eagle-topk", "1", "--sglang-speculative-num-draft-tokens", "4",
+    "--sglang-server-concurrency", "32",
+    "--num-rollout", "500", "--rollout-batch-size", "32", "--n-samples-per-prompt", "8",
+    "--rollout-temperature", "1.0", "--rollout-top-p", "1.0", "--rollout-max-response-len", "8192",
+    "--rollout-max-context-len", "32768",
+    "--global-batch-size", "256", "--advantage-estimator", "grpo", "--lr", "4e-06", "--min-lr", "0.0",
+    "--lr-decay-style", "constant", "--lr-warmup-iters", "0", "--weight-decay", "0.1", "--adam-beta1", "0.9",
+    "--adam-beta2", "0.98", "--adam-eps", "1e-08", "--clip-grad", "1.0", "--eps-clip", "0.2",
+    "--kl-loss-coef", "0.0", "--kl-loss-type", "k3", "--kl-coef", "0.0", "--entropy-coef", "0.0",
+    "--tis-clip", "2.0", "--use-dynamic-batch-size", "--max-tokens-per-gpu", "16384",
+    "--log-probs-chunk-size", "128", "--seed", "1234", "--rollout-seed", "1234",
+    "--eval-max-response-len", "8192", "--n-samples-per-eval-prompt", "1", "--eval-config", "/cfg/eval_config.yaml",
+    "--save", "/checkpoints", "--save-interval", "20",
+    "--save-debug-rollout-data", "/checkpoints/agentic_rollout_dumps/coding-agent-run/rollout_{rollout_id}.pt",
+    "--custom-rollout-log-function-path", "codedojo.integrations.slime.log_rollout_data",
+    "--custom-config-path", "/cfg/extra_config.yaml",
+]
+
+
+def _render(recipe: Recipe) -> object:
+    return render_slime_command(recipe, model=Qwen3_6_27B(), dataset=AgentTaskDataset(f"{DATA}/train-300.jsonl"),
+                                files_dir="/cfg")
+
+
+def test_the_tutorial_recipe_renders_the_golden_command() -> None:
+    command = _render(tutorial_recipe())
+    assert list(command.args) == GOLDEN
+    assert command.entry == "train.py"
+    assert command.shell(slime_root="/root/slime").startswith(
+        'source /root/slime/scripts/models/qwen3.6-27B.sh && python3 /root/slime/train.py "${MODEL_ARGS[@]}" '
+        "--hf-checkpoint Qwen/Qwen3.6-27B ")
+    assert yaml.safe_load(command.files["extra_config.yaml"]) == {
+        "agentic_max_steps": 75, "agentic_episode_timeout": 1800.0, "agentic_eval_timeout": None,
+        "agentic_exec_timeout": 120.0, "agentic_max_format_errors": 3, "agentic_max_infra_retries": 2,
+        "router_policy": "consistent_hashing", "custom_generate_function_path": "codedojo.integrations.slime.generate",
+        "skip_eval_before_train": False, "agentic_sandbox_backend": "local"}
+    assert yaml.safe_load(command.files["eval_config.yaml"]) == {
+        "defaults": {"n_samples_per_eval_prompt": 1, "temperature": 0.6, "top_p": 1.0},
+        "datasets": [{"name": "eval", "path": f"{DATA}/eval.jsonl",
+                      "metadata_overrides": {"eval_dataset": "eval", "task_root": DATA}}]}
+    assert command.env["ASYNC_RL_REWARD_SHAPE"] == "binary"
+    assert command.env["SLIME_AGENT_SANDBOX_CPU"] == "2" and command.env["SLIME_AGENT_SANDBOX_MEMORY_MB"] == "4096"
+    assert command.env["PYTHONPATH"] == "/root/Megatron-LM/:/root/slime"
+    assert "actor GPUs 16 = TP 4 x PP 2 x CP 2 x DP 1" in command.report
+    assert "clip bounds [0.8, 1.2] (symmetric)" in command.report
+    assert {name for name, _ in command.dropped} >= {"gpu_type", "metrics", "capture_trace", "memory",
+                                                     "slime_git_revision", "image_run_commands", "app_tags"}
+
+
+def test_every_recipe_field_is_passed_mapped_or_kept_out_on_purpose() -> None:
+    names = {f.name for f in dataclasses.fields(Recipe)}
+    assert not set(LAUNCHER_ONLY) & set(MAPPED)
+    assert (set(LAUNCHER_ONLY) | set(MAPPED)) <= names
+    rendered = " ".join(_render(tutorial_recipe(use_tis=True, use_kl_loss=True, kl_loss_coef=0.01, ref_load="/ref",
+                                                lr_decay_iters=100, over_sampling_batch_size=64, eval_interval=5,
+                                                dynamic_sampling=True, colocate=True, rollout_num_gpus=None)).args)
+    for name in names - set(LAUNCHER_ONLY) - set(MAPPED):  # passed through by the launcher's rule
+        value = getattr(Recipe(), name)
+        flag = "--" + name.replace("_", "-")
+        assert flag in rendered or value in (None, False, ""), name
+
+
+def test_the_launchers_rules() -> None:
+    flags = _Flags()
+    for name, value in [("on", True), ("off", False), ("none", None), ("empty", ""), ("zero", 0.0),
+                        ("many", (1, 2)), ("word", "x")]:
+        flags.add(name, value)
+    assert flags.args == ["--on", "--zero", "0.0", "--many", "1", "2", "--word", "x"]
+
+
+def test_codedojo_only_fields_map_deliberately() -> None:
+    command = _render(tutorial_recipe(advantage_estimator="dr_grpo", dynamic_sampling=True, async_mode=True,
+                                      reward_shape="fractional", sandbox_backend="modal",
+                                      environment={"ASYNC_RL_REWARD_SHAPE": "fractional"}))
+    args = list(command.args)
+    assert command.entry == "train_async.py"
+    assert args[args.index("--advantage-estimator") + 1] == "grpo" and "--disable-grpo-std-normalization" in args
+    assert "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std" in args
+    assert command.env["ASYNC_RL_REWARD_SHAPE"] == "fractional"
+    assert yaml.safe_load(command.files["extra_config.yaml"])["agentic_sandbox_backend"] == "modal"
+    assert "train_async.py (one step off-policy)" in " ".join(command.report)
+
+
+@pytest.mark.parametrize(("overrides", "problem"), [
+    ({"tensor_model_parallel_size": 3}, "does not divide the 16 actor GPUs"),
+    ({"rollout_num_gpus": 31}, "not a multiple of rollout_num_gpus_per_engine"),
+    ({"global_batch_size": 96}, "is not a multiple of global_batch_size 96"),
+    ({"async_mode": True, "colocate": True, "rollout_num_gpus": None}, "cannot run colocated"),
+    ({"rollout_num_gpus": None}, "rollout_num_gpus must be set when not colocated"),
+    ({"tensor_model_parallel_size": 1, "context_parallel_size": 1}, "sequence_parallel needs"),
+    ({"lora_rank": 8}, "slime's Megatron backend trains full weights"),
+])
+def test_what_slime_would_trip_on_later_is_refused_now(overrides: dict[str, object], problem: str) -> None:
+    with pytest.raises(SlimeConfigError, match=problem):
+        check_recipe(tutorial_recipe(**overrides))
+
+
+def test_kl_and_clip_settings_are_reported() -> None:
+    report, warnings = check_recipe(tutorial_recipe(kl_loss_coef=0.01, eps_clip_high=0.28))
+    assert "clip bounds [0.8, 1.28] (clip-higher)" in report
+    assert any("kl_loss_coef=0.01 has no effect without use_kl_loss" in w for w in warnings)
+    _, warnings = check_recipe(tutorial_recipe(use_kl_loss=True))
+    assert any("kl_loss_coef=0 computes a KL" in w for w in warnings)
+
+
+def _config(tmp_path: Path) -> TrainConfig:
+    return TrainConfig(model=Qwen3_6_27B(), dataset=AgentTaskDataset(tmp_path / "train.jsonl"),
+                       recipe=tutorial_recipe(), run_dir=tmp_path / "run")
+
+
+def test_launch_without_an_address_is_a_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    for variable in ("CODEDOJO_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(variable, raising=False)
+    run = _config(tmp_path).launch(backend="slime")
+    files = tmp_path / "run" / "slime"
+    assert run.backend == "slime" and run.summary["submitted"] is False
+    assert yaml.safe_load((files / "extra_config.yaml").read_text())["agentic_max_steps"] == 75
+    assert (files / "eval_config.yaml").is_file()
+    script = (files / "command.sh").read_text()
+    assert f"--custom-config-path {files}/extra_config.yaml" in script
+    assert "export ASYNC_RL_REWARD_SHAPE=binary" in script
+    assert "dry run" in capsys.readouterr().err
+
+
+def test_launch_with_an_address_submits_one_ray_job(tmp_path: Path) -> None:
+    from codedojo.integrations.slime_launch import launch_slime
+
+    submitted: list[list[str]] = []
+    run = launch_slime(_config(tmp_path), address="http://head:8265", runner=submitted.append)
+    (argv,) = submitted
+    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
+    assert argv[argv.index("--submission-id") + 1] == run.training_run_id
+    assert argv[argv.index("--working-dir") + 1] == str((tmp_path / "run" / "slime").resolve())
+    assert "--no-wait" in argv and argv[-3:-1] == ["bash", "-c"]
+    assert "--custom-config-path ./extra_config.yaml" in argv[-1]  # relative to the uploaded working dir
+    assert run.summary["submitted"] is True
+
+
+def test_a_live_ray_cluster_sees_the_files_and_environment(tmp_path: Path) -> None:
+    address = os.environ.get("CODEDOJO_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS")
+    if not address or shutil.which("ray") is None:
+        pytest.skip("no Ray cluster: set CODEDOJO_RAY_ADDRESS (or RAY_ADDRESS) and install ray to run this")
+    command = _render(tutorial_recipe())
+    (tmp_path / "extra_config.yaml").write_text(command.files["extra_config.yaml"])
+    argv = ray_submit_argv(command, address=address, submission_id=f"codedojo-probe-{os.getpid()}",
+                           working_dir=tmp_path, slime_root="/root/slime")
+    # The same submission with a probe instead of training, waited for: the job must see the uploaded
+    # YAML in its working directory and the recipe's environment.
+    probe = ("import os, yaml; assert yaml.safe_load(open('extra_config.yaml'))['agentic_max_steps'] == 75; "
+             "assert os.environ['ASYNC_RL_REWARD_SHAPE'] == 'binary'")
+    argv = [a for a in argv[: argv.index("--")] if a != "--no-wait"] + ["--", "python3", "-c", probe]
+    subprocess.run(argv, check=True, timeout=600)
