@@ -81,6 +81,16 @@ def test_hf_folder_round_trip_gives_the_same_model(tmp_path) -> None:
         torch.testing.assert_close(folder.hf_model()(input_ids=ids).logits, tiny.hf_model()(input_ids=ids).logits)
 
 
+def test_parameter_counts_match_the_weights(tmp_path) -> None:
+    for spec in (TinyModel(), TinyModel(architecture="qwen3", num_layers=3)):
+        loaded = spec.load()
+        assert spec.num_parameters == sum(p.numel() for p in loaded.hf_model().parameters())
+    loaded = TinyModel(architecture="qwen3").load()
+    loaded.hf_model().save_pretrained(tmp_path)
+    assert HFFolder(path=str(tmp_path)).num_parameters == TinyModel(architecture="qwen3").num_parameters
+    assert SmolLM2Instruct().num_parameters == 134_515_008 and QWEN3_6_27B.num_parameters == 27_000_000_000
+
+
 def test_tiny_models_are_seeded_and_leave_the_global_rng_alone() -> None:
     torch.manual_seed(123)
     expected = torch.rand(3)

@@ -11,6 +11,7 @@ from typing import Any
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 THINK_TOKENS = ("<think>", "</think>")
+VOCAB_SIZE = len(SPECIAL_TOKENS) + len(THINK_TOKENS) + 256
 
 
 def byte_level_tokenizer(*, chat_template: str) -> Any:

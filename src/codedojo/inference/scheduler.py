@@ -34,6 +34,10 @@ from codedojo.inference.transformer import Transformer
 
 # A request waits for another row's prefill only when that saves at least this many tokens.
 MIN_SHARED_PREFIX = 32
+# Row capacities are multiples of this many positions.
+CAPACITY_STEP = 256
+# With no running rows, a cache allocation larger than this is freed.
+IDLE_CACHE_TOKENS = 16384
 # Session records kept after their KV is gone (so `end_session` can tell "evicted" from "unknown").
 MAX_SESSION_RECORDS = 100_000
 
@@ -96,6 +100,15 @@ def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
 
 def _round_up_pow2(n: int, *, minimum: int) -> int:
     return max(minimum, 1 << max(n - 1, 0).bit_length())
+
+
+def _grown_capacity(needed: int, current: int, *, limit: int) -> int:
+    """Row capacity for `needed` positions: multiples of 256 (padding every row to a power of two would
+    waste up to half the cache), growing by at least a quarter so regrowth (a full copy) stays rare."""
+    if needed <= current:
+        return current
+    target = max(needed, current + current // 4)
+    return min(-(-target // CAPACITY_STEP) * CAPACITY_STEP, limit)
 
 
 class Scheduler:
@@ -313,8 +326,7 @@ class Scheduler:
         for row, request in enumerate(self.rows):
             needed = max(needed, request.kv_len + extra.get(row, 0) + 1)
         rows = _round_up_pow2(len(self.rows), minimum=4)
-        capacity = _round_up_pow2(needed, minimum=256)
-        capacity = min(capacity, self.model.config.max_positions)
+        capacity = _grown_capacity(needed, self.cache.capacity, limit=self.model.config.max_positions)
         if rows > self.cache.rows or capacity > self.cache.capacity:
             keep = [r.kv_len for r in self.rows]
             self.cache.reserve(rows=rows, capacity=capacity, keep=keep + [0] * (self.cache.rows - len(keep)))
@@ -323,9 +335,7 @@ class Scheduler:
     def _make_room(self, length: int, *, keep: Session | int | None) -> bool:
         """Can one more row of `length` positions be allocated within budget (evicting parked KV)?"""
         rows = _round_up_pow2(len(self.rows) + 1, minimum=4)
-        capacity = min(
-            max(self.cache.capacity, _round_up_pow2(length, minimum=256)), self.model.config.max_positions
-        )
+        capacity = _grown_capacity(length, self.cache.capacity, limit=self.model.config.max_positions)
         allocation = max(rows, self.cache.rows) * capacity
         protect = keep if isinstance(keep, Session) else None
         self._evict(protect=protect, allocation=allocation)
@@ -387,6 +397,8 @@ class Scheduler:
             request.deliver(request.completion(outcome))
         else:
             self._settle(request, outcome)
+        if not self.rows and self.cache.allocated_tokens > IDLE_CACHE_TOKENS:
+            self.cache.release()  # nothing runs: hand a big batch's rows back to the parked sessions
         self._evict(protect=None)
 
     def _settle(self, request: Request, error: BaseException | None) -> None:

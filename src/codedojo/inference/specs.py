@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -68,6 +69,23 @@ class LoadedModel:
         return model.eval()
 
 
+def count_parameters(config: Mapping[str, Any]) -> int | None:
+    """Parameter count of a Llama / Qwen3 config (a config.json dict); None if fields are missing."""
+    try:
+        h, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+        heads, vocab = config["num_attention_heads"], config["vocab_size"]
+        kv_heads = config.get("num_key_value_heads") or heads
+        head_dim = config.get("head_dim") or h // heads
+    except (KeyError, TypeError):
+        return None
+    attention = h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h
+    if "qwen3" in str(config.get("model_type", "")):
+        attention += 2 * head_dim  # per-head q/k norms
+    per_layer = attention + 3 * h * inter + 2 * h
+    embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
+    return embeddings + layers * per_layer + h
+
+
 class ModelSpec(Protocol):
     name: str
 
@@ -87,6 +105,13 @@ class HFFolder:
     @property
     def name(self) -> str:
         return Path(self.path).name
+
+    @property
+    def num_parameters(self) -> int | None:
+        try:
+            return count_parameters(json.loads((Path(self.path) / "config.json").read_text()))
+        except (OSError, ValueError):
+            return None
 
     def load_tokenizer(self) -> Any:
         from transformers import AutoTokenizer
@@ -123,6 +148,7 @@ class SmolLM2Instruct:
     `${CODEDOJO_CACHE_DIR:-~/.cache/codedojo}/models/` (first load ~20-40 s, later ones ~2 s)."""
 
     name: str = "smollm2-135m-instruct"
+    num_parameters: int = 134_515_008
 
     def folder(self) -> Path:
         from codedojo.inference.checkpoints import converted_smollm2
@@ -162,6 +188,24 @@ class TinyModel:
     @property
     def name(self) -> str:
         return f"tiny-{self.architecture}"
+
+    @property
+    def num_parameters(self) -> int:
+        from codedojo.inference.byte_tokenizer import VOCAB_SIZE
+
+        config = {
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
+            "vocab_size": VOCAB_SIZE,
+            "tie_word_embeddings": True,
+            "model_type": self.architecture,
+        }
+        count = count_parameters(config)
+        assert count is not None
+        return count
 
     def load_tokenizer(self) -> Any:
         from codedojo.inference.byte_tokenizer import byte_level_tokenizer
@@ -208,7 +252,7 @@ class RemoteModel:
 
     name: str
     hf_repo: str
-    num_params: float
+    num_parameters: int
     chat_template_family: str
     stop_token_ids: tuple[int, ...] = ()
     tool_call_parser: str | None = None
@@ -231,7 +275,7 @@ class RemoteModel:
 QWEN3_6_27B = RemoteModel(
     name="qwen3.6-27b",
     hf_repo="Qwen/Qwen3.6-27B",
-    num_params=27e9,
+    num_parameters=27_000_000_000,
     chat_template_family="qwen3",
     stop_token_ids=(248046, 248044),
     tool_call_parser="qwen3_coder",
