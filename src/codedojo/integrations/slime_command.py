@@ -203,9 +203,13 @@ def eval_config_data(config: EvalConfig) -> dict[str, Any]:
 
 
 def job_environment(recipe: Recipe) -> dict[str, str]:
-    """The recipe's environment plus the tutorial's variables for the typed agent fields."""
+    """The recipe's environment plus the tutorial's variables for the typed agent fields and the episode
+    budget the sandbox backend sizes lifetimes from."""
     env = dict(recipe.environment)
     env["ASYNC_RL_REWARD_SHAPE"] = recipe.reward_shape
+    # Sandbox backends size sandbox lifetimes from the longest episode (modal_boot.sandbox_timeouts).
+    extra = recipe.extra_config
+    env["CODEDOJO_EPISODE_TIMEOUT"] = f"{max(extra.agentic_episode_timeout, extra.agentic_eval_timeout or 0):g}"
     if recipe.sandbox_cpus is not None:
         env["SLIME_AGENT_SANDBOX_CPU"] = f"{recipe.sandbox_cpus:g}"
     if recipe.sandbox_memory_mb is not None:

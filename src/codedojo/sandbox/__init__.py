@@ -22,6 +22,7 @@ from codedojo.tasks.task import Task
 # Backend name -> "module:class"; the class has `async start(task, *, limits) -> Sandbox`.
 BACKENDS = {
     "local": "codedojo.sandbox.local:LocalSandbox",
+    "modal": "codedojo.integrations.modal_sandbox:ModalSandbox",
 }
 
 __all__ = [
