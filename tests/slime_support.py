@@ -1,5 +1,6 @@
-"""A stand-in for slime's `Sample` (slime/utils/types.py at THUDM/slime 624b824a8) with exactly its field
-names, its Status values and its two info records; slime itself is not on PyPI.
+"""slime test support: the tutorial's full recipe, and a stand-in for slime's `Sample`
+(slime/utils/types.py at THUDM/slime 624b824a8) with exactly its field names, its Status values and its
+two info records; slime itself is not on PyPI.
 
 `slots=True` makes the stand-in refuse any attribute slime's Sample does not have, so a hook that
 writes a misspelt field fails here instead of silently on a cluster.
@@ -10,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
+
+from codedojo.config import Qwen3_6_27B_Recipe, Recipe
 
 SAMPLE_FIELDS = (
     "group_index", "index", "rollout_id", "prompt", "tokens", "multimodal_inputs", "multimodal_train_inputs",
@@ -87,3 +90,48 @@ class Sample:
 
 
 assert tuple(f.name for f in fields(Sample)) == SAMPLE_FIELDS
+
+
+DATA = "/data/swe_rebench_v2"
+
+
+def tutorial_recipe(**overrides: object) -> Recipe:
+    """modal-projects/training-gym tutorials/coding_agent/main.py with SMOKE = False. The fork's hooks
+    (agentic_rl.generate.generate, agentic_rl.metrics.log_rollout_data) are codedojo's here: that swap is
+    the point of the integration."""
+    values: dict[str, object] = dict(
+        slime_git_repository="https://github.com/modal-projects/slime",
+        slime_git_revision="a9f2e5631634affa2032d5f3f9df8d3f2bcbca62",
+        data_volume_name="slime-data", memory=(1024, 2 * 1024 * 1024),
+        train_function_kwargs={"ephemeral_disk": 2 * 1024 * 1024},
+        environment={"PYTHONPATH": "/root/Megatron-LM/:/root/slime", "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+                     "NCCL_NVLS_ENABLE": "1", "NCCL_RAS_ENABLE": "0",
+                     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "ASYNC_RL_TASK_ROOT": "/data",
+                     "SLIME_AGENT_SANDBOX_CPU": "2", "SLIME_AGENT_SANDBOX_MEMORY_MB": "4096",
+                     "ASYNC_RL_REWARD_SHAPE": "binary"},
+        image_run_commands=["apt-get update && apt-get install -y --no-install-recommends rdma-core libibverbs1 "
+                            "ibverbs-providers", "uv pip install --system modal mini-swe-agent datasets"],
+        image_env={"MSWEA_SILENT_STARTUP": "1"}, app_tags={"agentic_rollout": "harbor"}, colocate=False,
+        metrics={"project": "coding-agent"}, num_rollout=500, rollout_batch_size=32, n_samples_per_prompt=8,
+        global_batch_size=256, advantage_estimator="grpo", lr=4e-6, lr_decay_style="constant", weight_decay=0.1,
+        eps_clip=0.2, eps_clip_high=None, use_kl_loss=False, kl_coef=0.0, entropy_coef=0.0, rollout_temperature=1.0,
+        rollout_max_response_len=8192, eval_max_response_len=8192, eval_interval=None, n_samples_per_eval_prompt=1,
+        save="/checkpoints", save_interval=20, sglang_server_concurrency=32, max_tokens_per_gpu=16384,
+        log_probs_chunk_size=128, capture_trace=True,
+        custom_rollout_log_function="codedojo.integrations.slime.log_rollout_data",
+        extra_config={"custom_generate_function_path": "codedojo.integrations.slime.generate",
+                      "agentic_max_steps": 75, "agentic_episode_timeout": 1800, "agentic_eval_timeout": None,
+                      "agentic_exec_timeout": 120, "router_policy": "consistent_hashing",
+                      "skip_eval_before_train": False},
+        eval_config={"defaults": {"n_samples_per_eval_prompt": 1, "temperature": 0.6, "top_p": 1.0},
+                     "datasets": [{"name": "eval", "path": f"{DATA}/eval.jsonl",
+                                   "metadata_overrides": {"eval_dataset": "eval"}}]},
+        save_debug_rollout_data="/checkpoints/agentic_rollout_dumps/coding-agent-run/rollout_{rollout_id}.pt",
+        gpu_type="H200", actor_num_nodes=2, actor_num_gpus_per_node=8, rollout_num_gpus=32,
+        rollout_num_gpus_per_engine=2, tensor_model_parallel_size=4, pipeline_model_parallel_size=2,
+        context_parallel_size=2, sequence_parallel=True, conversion_tensor_model_parallel_size=4,
+        conversion_pipeline_model_parallel_size=2, decoder_last_pipeline_num_layers=30, attention_backend="flash",
+        ref_load="", sglang_speculative_algorithm="EAGLE", sglang_speculative_num_steps=3,
+        sglang_speculative_eagle_topk=1, sglang_speculative_num_draft_tokens=4,
+    )
+    return Qwen3_6_27B_Recipe(**{**values, **overrides})

@@ -37,13 +37,14 @@ def ray_address(address: str | None = None) -> str | None:
     return next((os.environ[v] for v in ADDRESS_VARIABLES if os.environ.get(v)), None)
 
 
-def ray_submit_argv(command: SlimeCommand, *, address: str, submission_id: str, working_dir: Path,
-                    slime_root: str) -> list[str]:
-    """`ray job submit` for the command; YAML paths in its flags are relative to `working_dir`."""
-    runtime_env = {"env_vars": command.env}
+def ray_submit_argv(*, address: str, submission_id: str, working_dir: Path, env: dict[str, str],
+                    entrypoint: list[str], wait: bool = False) -> list[str]:
+    """`ray job submit` of `entrypoint` run in the uploaded `working_dir` with `env`; without `wait` it
+    returns once the job is accepted."""
+    runtime_env = json.dumps({"env_vars": env}, sort_keys=True)
     return ["ray", "job", "submit", "--address", address, "--submission-id", submission_id,
-            "--working-dir", str(working_dir), "--runtime-env-json", json.dumps(runtime_env, sort_keys=True),
-            "--no-wait", "--", "bash", "-c", command.shell(slime_root=slime_root)]
+            "--working-dir", str(working_dir), "--runtime-env-json", runtime_env,
+            *([] if wait else ["--no-wait"]), "--", *entrypoint]
 
 
 def write_files(command: SlimeCommand, directory: Path, *, slime_root: str) -> None:
@@ -86,7 +87,8 @@ def launch_slime(config: Any, *, address: str | None = None, slime_root: str | N
         console.print("no Ray address (CODEDOJO_RAY_ADDRESS / RAY_ADDRESS): dry run, nothing started. Command:")
         console.print(summary["command"], markup=False, soft_wrap=True)
         return Run(training_run_id=run_id, run_dir=run_dir, backend="slime", summary=summary)
-    argv = ray_submit_argv(command, address=target, submission_id=run_id, working_dir=files_dir, slime_root=root)
+    argv = ray_submit_argv(address=target, submission_id=run_id, working_dir=files_dir, env=command.env,
+                           entrypoint=["bash", "-c", command.shell(slime_root=root)])
     if runner is None:
         if shutil.which("ray") is None:
             raise BackendRequired("submitting to a Ray cluster needs the `ray` command (pip install 'ray[default]')")
