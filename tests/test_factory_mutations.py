@@ -14,7 +14,7 @@ def mutants(source: str, kind: str) -> list[Mutant]:
     out = []
     for site in find_sites(source, path="m.py"):
         if site.kind == kind:
-            mutant = apply_site(source, site)
+            mutant = apply_site(source, site=site)
             assert mutant is not None, site
             out.append(mutant)
     return out
@@ -117,7 +117,7 @@ def test_skips_docstrings_annotations_imports_and_main_guard():
         "    return x\n\n\nif __name__ == \"__main__\":\n    print(f(2))\n"
     )
     for site in find_sites(src, path="m.py"):
-        mutant = apply_site(src, site)
+        mutant = apply_site(src, site=site)
         assert mutant is not None
         assert mutant.function == "f" or "x: int = 1" not in mutant.source
         assert '"""Doc."""' in mutant.source and "import os" in mutant.source
@@ -127,7 +127,7 @@ def test_skips_docstrings_annotations_imports_and_main_guard():
 def test_splice_changes_only_the_site_and_parses():
     src = "class A:\n    def m(self, n):\n        # keep   this   comment\n        return n  +  1\n"
     for site in find_sites(src, path="m.py"):
-        mutant = apply_site(src, site)
+        mutant = apply_site(src, site=site)
         assert mutant is not None
         ast.parse(mutant.source)
         assert "# keep   this   comment" in mutant.source

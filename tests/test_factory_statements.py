@@ -48,8 +48,8 @@ def failure(function: str, line: int, **kwargs) -> Failure:
 
 
 def test_compare_failure_names_call_actual_and_expected():
-    obs = observe("t::test_price", failure("test_price", 9, compare={"op": "==", "left": "19", "right": "20"}),
-                  test_source=TEST_SOURCE)
+    fail = failure("test_price", 9, compare={"op": "==", "left": "19", "right": "20"})
+    obs = observe(fail, test_id="t::test_price", test_source=TEST_SOURCE)
     assert obs.snippet == "base = 10\nassert price(base, 2) == 20"
     assert obs.summary == "`price(base, 2)` gives `19`, but `20` is expected."
     assert obs.has_values
@@ -57,26 +57,27 @@ def test_compare_failure_names_call_actual_and_expected():
 
 def test_plain_assert_uses_pytest_where_line():
     message = "assert False\n +  where False = <Result at 0x7f00ab>.ok"
-    obs = observe("t::test_truthy", failure("test_truthy", 13, message=message), test_source=TEST_SOURCE)
+    fail = failure("test_truthy", 13, message=message)
+    obs = observe(fail, test_id="t::test_truthy", test_source=TEST_SOURCE)
     assert obs.summary == "The check `parse(\"x\").ok` does not hold: `<Result>.ok` gives `False`."
 
 
 def test_not_raised():
     fail = failure("test_raises", 17, exc_type="Failed", message="DID NOT RAISE <class 'ValueError'>")
-    obs = observe("t::test_raises", fail, test_source=TEST_SOURCE)
+    obs = observe(fail, test_id="t::test_raises", test_source=TEST_SOURCE)
     assert obs.summary == "`parse(\"\")` should raise `ValueError`, but it returns without an error."
 
 
 def test_exception_in_code():
     fail = failure("test_crash", 22, exc_type="KeyError", message="'boom'")
-    obs = observe("t::test_crash", fail, test_source=TEST_SOURCE)
+    obs = observe(fail, test_id="t::test_crash", test_source=TEST_SOURCE)
     assert obs.summary == "`value = parse(\"boom\")` raises `KeyError: 'boom'`."
     assert not obs.has_values
 
 
 def test_parameters_are_bound_in_the_snippet():
     fail = failure("test_param", 28, params={"n": "2"}, compare={"op": "==", "left": "3", "right": "2"})
-    obs = observe("t::test_param[2]", fail, test_source=TEST_SOURCE)
+    obs = observe(fail, test_id="t::test_param[2]", test_source=TEST_SOURCE)
     assert obs.snippet == "n = 2\nassert price(n, 1) == n"
     assert obs.summary == "`price(n, 1)` gives `3`, but `2` is expected."
 

@@ -139,7 +139,7 @@ def task_files(spec: TaskSpec, *, repo_files: Mapping[str, bytes], restore: tupl
 
 
 def write_harbor_task(
-    out: Path, spec: TaskSpec, *, repo_files: Mapping[str, bytes], restore: tuple[str, ...]
+    spec: TaskSpec, *, out: Path, repo_files: Mapping[str, bytes], restore: tuple[str, ...]
 ) -> Task:
     """Write the task to out/<spec.name>; refuses a non-empty target."""
     return write_task(

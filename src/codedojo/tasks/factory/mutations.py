@@ -125,7 +125,6 @@ def _annotate(tree: ast.Module) -> list[_Node]:
                     or _is_dunder_all(child)
                 )
                 info[id(child)] = _Node(child, Where(node, field, local_names), function, skipped)
-    # A class name is not a function; keep only real functions in the qualified name's last part.
     return [info[id(n)] for n in order]
 
 
@@ -189,7 +188,7 @@ def _unparse_like(new: ast.AST, original_text: str) -> str:
     return ast.unparse(new)
 
 
-def apply_site(source: str, site: Site) -> Mutant | None:
+def apply_site(source: str, *, site: Site) -> Mutant | None:
     """The mutant for `site`, or None when the edit cannot be written as a faithful text splice."""
     tree = ast.parse(source)
     entries = _annotate(tree)

@@ -129,7 +129,7 @@ def _summary_for_assertion(stmt: ast.stmt, message: str, source: str) -> tuple[s
     return f"The check `{where}` does not hold.", False
 
 
-def observe(test_id: str, failure: Failure, *, test_source: str) -> Observation:
+def observe(failure: Failure, *, test_id: str, test_source: str) -> Observation:
     """Describe `failure` of `test_id`, reading the test's code from `test_source`."""
     tree = ast.parse(test_source)
     func = _find_function(tree, failure.function, failure.test_lineno)

@@ -103,14 +103,14 @@ def _mutants(repo: Repository, sites: Sequence[Site]) -> Iterator[Mutant]:
     sources: dict[str, str] = {}
     for site in sites:
         source = sources.setdefault(site.path, repo.read(site.path).decode("utf-8"))
-        mutant = apply_site(source, site)
+        mutant = apply_site(source, site=site)
         if mutant is None or mutant.source in seen:
             continue
         seen.add(mutant.source)
         yield mutant
 
 
-def evaluate(repo: Repository, mutant: Mutant, base: TestRun, *, runner: Runner) -> Candidate | None:
+def evaluate(mutant: Mutant, *, repo: Repository, base: TestRun, runner: Runner) -> Candidate | None:
     """Test `mutant` in a fresh copy; a Candidate when it makes a good task, else None."""
     with tempfile.TemporaryDirectory(prefix="codedojo-mutant-") as tmp:
         _copy_workspace(repo, Path(tmp), replace=(mutant.site.path, mutant.source))
@@ -128,7 +128,7 @@ def evaluate(repo: Repository, mutant: Mutant, base: TestRun, *, runner: Runner)
         if failure is None or failure.test_path is None:
             continue
         test_source = repo.read(failure.test_path).decode("utf-8")
-        observations.append(observe(test, failure, test_source=test_source))
+        observations.append(observe(failure, test_id=test, test_source=test_source))
     if not observations:
         return None  # e.g. an import error: every test vanished, nothing to describe
     return Candidate(mutant, fail_to_pass, pass_to_pass, tuple(pick_observations(observations)))
@@ -186,7 +186,7 @@ def _accept_in_order(
                 mutant = next(mutants, None)
                 if mutant is None:
                     break
-                window.append((mutant, pool.submit(evaluate, repo, mutant, base, runner=runner)))
+                window.append((mutant, pool.submit(evaluate, mutant, repo=repo, base=base, runner=runner)))
             if not window:
                 break
             mutant, future = window.pop(0)
@@ -277,5 +277,5 @@ def write_suite(
         repo = by_name[spec.repository]
         repo_files = {rel: repo.read(rel) for rel in repo.files}
         restore = tuple(sorted(set(repo.test_files) | set(repo.support_files)))
-        written.append(write_harbor_task(out, spec, repo_files=repo_files, restore=restore).path)
+        written.append(write_harbor_task(spec, out=out, repo_files=repo_files, restore=restore).path)
     return written
