@@ -1,8 +1,11 @@
-"""Shared fixtures: tasks written into temporary directories through the public writer."""
+"""Shared fixtures: tasks written into temporary directories through the public writer, and a Docker API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,31 @@ def make_task(tmp_path: Path) -> MakeTask:
                           files=all_files)
 
     return make
+
+
+@dataclass(frozen=True)
+class DockerEngine:
+    host: str
+    """The DOCKER_HOST url every test of the session talks to."""
+    base_image: str
+    """A small Debian image (python3, git, bash, coreutils, patch) that test images build FROM."""
+
+
+@pytest.fixture(scope="session")
+def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEngine]:
+    """A Docker API for the docker backend's tests: $DOCKER_HOST when set, else a podman service this session
+    starts and stops (tests/podman_support.py), with the base image built once per machine."""
+    import podman_support
+
+    pytest.importorskip("docker", reason="the docker SDK is in the dev extra: pip install -e '.[dev]'")
+    scratch = tmp_path_factory.mktemp("podman")
+    with contextlib.ExitStack() as stack:
+        host = os.environ.get("DOCKER_HOST")
+        if host is None:
+            missing = podman_support.missing_tools()
+            if missing:
+                pytest.skip(f"no DOCKER_HOST and no {', '.join(missing)} to serve one (./dev setup installs them)")
+            host = stack.enter_context(podman_support.podman_service(scratch))
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setenv("DOCKER_HOST", host)
+        yield DockerEngine(host=host, base_image=podman_support.ensure_base_image(host, scratch=scratch))

@@ -23,6 +23,7 @@ from codedojo.tasks.task import Task
 BACKENDS = {
     "local": "codedojo.sandbox.local:LocalSandbox",
     "modal": "codedojo.integrations.modal_sandbox:ModalSandbox",
+    "docker": "codedojo.sandbox.docker:DockerSandbox",
 }
 
 __all__ = [

@@ -37,6 +37,7 @@ from codedojo.sandbox.base import (
     SandboxStartError,
 )
 from codedojo.sandbox.host import SYSTEM_DIRS, bwrap_path, sandbox_python
+from codedojo.sandbox.output import OutputCapture
 
 LAUNCHER = 'while [ "$1" != "--" ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 _KILL_GRACE_SEC = 5.0
@@ -98,36 +99,7 @@ def bwrap_args(*, binds: Sequence[Bind], cwd: str, network: bool, status_fd: int
     return args
 
 
-class _Capture:
-    """Keeps the first and last `limit // 2` bytes of a stream and counts what falls between."""
-
-    def __init__(self, limit: int) -> None:
-        self.half = max(1, limit // 2)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-
-    def feed(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if not chunk:
-            return
-        self.tail += chunk
-        if len(self.tail) > self.half:
-            excess = len(self.tail) - self.half
-            self.dropped += excess
-            del self.tail[:excess]
-
-    def text(self) -> str:
-        if self.dropped:
-            marker = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode()
-            return (bytes(self.head) + marker + bytes(self.tail)).decode("utf-8", "replace")
-        return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-
-
-async def _drain(fd: int, capture: _Capture) -> None:
+async def _drain(fd: int, capture: OutputCapture) -> None:
     """Read a pipe to EOF without blocking the event loop."""
     loop = asyncio.get_running_loop()
     os.set_blocking(fd, False)
@@ -250,7 +222,7 @@ class IsolatedShell:
         finally:
             os.close(out_w)
             os.close(err_w)
-        out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+        out, err = OutputCapture(limits.output_bytes), OutputCapture(limits.output_bytes)
         readers = asyncio.gather(_drain(out_r, out), _drain(err_r, err))
         exited = asyncio.ensure_future(self._receive())
         timed_out = False
