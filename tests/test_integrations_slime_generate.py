@@ -24,6 +24,7 @@ from aiohttp import web
 
 from codedojo.integrations import slime as hook
 from codedojo.integrations.agentic_metrics import agentic_metrics, log_rollout_data
+from codedojo.integrations.slime_engine import load_tokenizer
 from codedojo.tasks.config import EnvironmentConfig
 from codedojo.tasks.task import examples_dir
 from conftest import MakeTask
@@ -54,7 +55,8 @@ def server_url() -> Iterator[str]:
 
 
 class RecordingRouter:
-    """Stands where slime's SGLang router stands: forwards to the server and records the routing keys."""
+    """Stands where slime's SGLang router stands: forwards to the server and records the routing keys.
+    Replies to sessions named "abort-*" come back as SGLang answers requests that slime aborted."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
@@ -79,7 +81,12 @@ class RecordingRouter:
                 self.upstream + request.path, data=await request.read(),
                 headers={k: v for k, v in request.headers.items() if k.startswith("X-")} |
                 {"Content-Type": "application/json"}) as reply:
-            return web.Response(body=await reply.read(), status=reply.status, content_type="application/json")
+            body = await reply.read()
+            if request.path == "/generate" and (key or "").startswith("abort-"):
+                data = json.loads(body)
+                data["meta_info"]["finish_reason"] = {"type": "abort"}
+                body = json.dumps(data).encode()
+            return web.Response(body=body, status=reply.status, content_type="application/json")
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -120,7 +127,7 @@ def _check_consistent(sample: Sample) -> None:
         else:
             assert logprob == 0.0
     assert isinstance(sample.reward, float)
-    assert sample.status in (Status.COMPLETED, Status.TRUNCATED, Status.FAILED)
+    assert sample.status is not Status.PENDING
 
 
 def _scripted_task(make_task: MakeTask) -> Path:
@@ -143,7 +150,7 @@ def test_generate_fills_a_slime_sample_from_real_episodes(server_url: str, make_
     samples, routed = _run(server_url, jobs)
     for sample in samples:
         _check_consistent(sample)
-        assert sample.remove_sample is False
+        assert sample.remove_sample is False and sample.status in (Status.COMPLETED, Status.TRUNCATED)
         assert sample.metadata["episode_status"] in ("format_error", "step_limit", "submitted")
         turns = sample.metadata["turns"]
         assert turns >= 1 and len(sample.weight_versions) == turns
@@ -154,7 +161,8 @@ def test_generate_fills_a_slime_sample_from_real_episodes(server_url: str, make_
     hello_sample, binary, fractional, evaluated = samples
     assert hello_sample.reward == 0.0 and hello_sample.metadata["task_path"] == str(hello)
     prompt = hello_sample.tokens[: len(hello_sample.tokens) - hello_sample.response_length]
-    assert "hello.txt" in hook._TOKENIZERS["tiny-llama"].decode(prompt)  # the opening prompt holds the task
+    tokenizer = asyncio.run(load_tokenizer("tiny-llama"))
+    assert "hello.txt" in tokenizer.decode(prompt)  # the opening prompt holds the task
     assert binary.reward == 0.0  # binary: not solved
     assert fractional.reward == 0.5  # the row's reward_shape wins over the run's
     assert fractional.session_id == "fixed-session"
@@ -174,20 +182,25 @@ def test_infrastructure_failures_come_back_masked_and_removed(server_url: str, m
     # The local backend cannot run a prebuilt registry image: the sandbox never starts.
     unstartable = make_task(environment=EnvironmentConfig(docker_image="swerebenchv2/none:latest"),
                             name="needs-an-image").path
+    scripted = _scripted_task(make_task)
     jobs = [
         (Sample(group_index=0, index=0, prompt="fix it", metadata={"task_path": str(unstartable)}), False),
         (Sample(group_index=0, index=1, prompt="no task path", metadata={}), False),
+        (Sample(group_index=0, index=2, prompt="x", session_id="abort-1", metadata={"task_path": str(scripted)}),
+         False),
     ]
-    samples, routed = _run(server_url, jobs)
+    samples, routed = _run(server_url, jobs, agentic_max_infra_retries=1)
     for sample in samples:
         _check_consistent(sample)
-        assert sample.remove_sample is True and sample.reward == 0.0
-        assert sample.status is Status.FAILED  # never a bare ABORTED with reward None
+        assert sample.remove_sample is True and sample.reward == 0.0  # never a bare sample with reward None
         assert sum(sample.loss_mask) == 0 and sample.session_id
-    assert samples[0].metadata["episode_status"] == "sandbox_error"
-    assert "did not start" in samples[0].metadata["error"]
-    assert samples[1].metadata["episode_status"] == "internal_error"
-    assert routed == []  # no generation without a sandbox
+    unstarted, no_path, aborted = samples
+    assert unstarted.status is Status.FAILED and unstarted.metadata["episode_status"] == "sandbox_error"
+    assert "did not start" in unstarted.metadata["error"] and unstarted.metadata["attempts"] == 2  # retried once
+    assert no_path.status is Status.FAILED and no_path.metadata["episode_status"] == "internal_error"
+    # slime aborted the rollout: the episode stops at once, is not retried, and says so
+    assert aborted.status is Status.ABORTED and aborted.metadata["episode_status"] == "engine_error"
+    assert aborted.metadata["attempts"] == 1 and routed == ["abort-1"]
     metrics = agentic_metrics(samples)
     assert metrics["agentic/removed_frac"] == 1.0 and metrics["agentic/trained_token_frac"] == 0.0
 

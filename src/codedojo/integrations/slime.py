@@ -12,11 +12,13 @@ reward shape (a row's `metadata.reward_shape` wins). It fills `tokens` (prompt +
 `response_length`, `loss_mask` and `rollout_log_probs` (both `response_length` long; logprob 0.0 where
 the mask is 0), `reward`, `status`, `weight_versions` and `metadata`.
 
-Invariant that keeps slime's step alive: whatever happens, the sample comes back with a float reward
-and a non-aborted status. An infrastructure failure (sandbox, verifier, engine, a bad row) is a fully
-masked sample with reward 0.0, `remove_sample=True` and status FAILED; a bare ABORTED sample with reward
-None would crash slime's reward post-processing in the synchronous loop. Cancellation (slime aborting
-the step) still propagates.
+Invariant that keeps slime's step alive: whatever happens, the sample comes back with a float reward.
+An infrastructure failure (sandbox, verifier, engine, a bad row) is a fully masked sample with reward
+0.0, `remove_sample=True` and status FAILED, retried first up to agentic_max_infra_retries times; a
+bare ABORTED sample with reward None would crash slime's reward post-processing in the synchronous loop.
+When slime aborts the rollout (its abort waits for every pending generate call) the episode stops at its
+next request and comes back the same way but with status ABORTED, which slime's abort path expects;
+no retry starts after an abort. Cancellation of the coroutine still propagates.
 
 slime is not imported here: statuses are taken from the sample's own class (`type(sample).Status`),
 so the hook works with slime's `Sample` and with any object that has its fields.
@@ -24,24 +26,27 @@ so the hook works with slime's `Sample` and with any object that has its fields.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-import threading
 import time
 import traceback
 import uuid
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episode
-from codedojo.inference.client import HTTPEngine
-from codedojo.inference.protocol import Completion, SamplingParams
+from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.wire import sglang_to_params
 from codedojo.integrations.agentic_metrics import log_rollout_data
 from codedojo.integrations.slime_args import HookSettings, resolve_task_path
+from codedojo.integrations.slime_engine import (
+    SessionEngine,
+    close_clients,
+    load_tokenizer,
+    shared_client,
+    slime_abort_flag,
+)
 from codedojo.tasks.task import Task
 from codedojo.train.samples import slime_sample
 from codedojo.trial.runner import TrialOptions
@@ -53,11 +58,6 @@ log = logging.getLogger(__name__)
 # slime's sampling_params keys that codedojo's SamplingParams covers; the others (skip_special_tokens,
 # no_stop_trim, spaces_between_special_tokens) only shape returned text, which the hook never reads.
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "stop", "stop_token_ids", "sampling_seed")
-
-# One HTTP client per (event loop, router, tokenizer): aiohttp sessions belong to the loop that made them.
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int, float], HTTPEngine]] = (
-    weakref.WeakKeyDictionary())
-
 
 async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], evaluation: bool = False) -> Any:
     """slime's custom generate function: one agent episode for `sample`, filled in place and returned."""
@@ -72,25 +72,37 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
     except Exception as e:  # a bad row is this sample's failure, not the step's
         _fill_failure(sample, tokenizer=tokenizer, status="internal_error", error=f"{type(e).__name__}: {e}")
         return sample
-    engine = SessionEngine(_client(settings, tokenizer), routing_key=sample.session_id)
+    client = shared_client(settings.router_url, tokenizer=tokenizer, timeout_sec=settings.query_timeout_sec)
+    engine = SessionEngine(client, routing_key=sample.session_id, slime_aborted=slime_abort_flag(args))
     request = EpisodeRequest(task=task, group=_int(getattr(sample, "group_index", None)),
                              sample=_int(getattr(sample, "index", None)))
-    rollout = RolloutConfig(max_infra_retries=settings.max_infra_retries, reward_shape=settings.reward_shape,
+    # Retries are made here rather than in run_episode so that none starts after slime aborted.
+    rollout = RolloutConfig(max_infra_retries=0, reward_shape=settings.reward_shape,
                             trial=TrialOptions(backend=settings.sandbox_backend, limits=settings.sandbox_limits))
     try:
-        episode = await run_episode(request, engine=engine, agent_config=agent_config, rollout=rollout)
+        attempts = 0
+        while True:
+            attempts += 1
+            episode = await run_episode(request, engine=engine, agent_config=agent_config, rollout=rollout)
+            if episode.valid or engine.aborted or attempts > settings.max_infra_retries:
+                break
+        episode = dataclasses.replace(episode, attempts=attempts)
     except Exception:
         _fill_failure(sample, tokenizer=tokenizer, status="internal_error", error=traceback.format_exc())
         return sample
-    fill_sample(sample, episode, tokenizer=tokenizer, evaluation=evaluation)
+    fill_sample(sample, episode, tokenizer=tokenizer, evaluation=evaluation, aborted=engine.aborted)
     if hasattr(sample, "non_generation_time"):
         generate_sec = sum(t.generate_sec for t in episode.trajectory.turns) if episode.trajectory else 0.0
         sample.non_generation_time = max(0.0, time.monotonic() - started - generate_sec)
     return sample
 
 
-def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bool = False) -> None:
-    """Write a finished episode into a slime `Sample` (the mapping of codedojo.train.samples.slime_sample)."""
+def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bool = False,
+                aborted: bool = False) -> None:
+    """Write a finished episode into a slime `Sample` (the mapping of codedojo.train.samples.slime_sample).
+
+    Without a valid reward the sample is fully masked with reward 0.0 and remove_sample; its status is
+    FAILED, or ABORTED when slime aborted the rollout (slime re-queues or drops aborted groups itself)."""
     record = slime_sample(episode, index=_int(getattr(sample, "index", None)))
     infrastructure = episode.reward is None
     tokens, response_length = record["tokens"], record["response_length"]
@@ -107,7 +119,7 @@ def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bo
     sample.response = tokenizer.decode(tokens[-response_length:], skip_special_tokens=False)
     sample.reward = 0.0 if infrastructure else float(episode.reward)  # type: ignore[arg-type]
     sample.remove_sample = bool(getattr(sample, "remove_sample", False)) or infrastructure
-    sample.status = type(sample).Status(record["status"])
+    sample.status = type(sample).Status("aborted" if aborted and infrastructure else record["status"])
     sample.weight_versions = list(record["weight_versions"])
     extra = {k: v for k, v in record["metadata"].items() if k != "task_path"}
     sample.metadata = {**(sample.metadata or {}), **extra, "evaluation": evaluation,
@@ -159,72 +171,6 @@ def slime_sampling(params: Mapping[str, Any], *, default_max_new_tokens: int) ->
     known = {k: params[k] for k in _SAMPLING_KEYS if params.get(k) is not None}
     known.setdefault("max_new_tokens", default_max_new_tokens)
     return sglang_to_params(known)
-
-
-class SessionEngine:
-    """One episode's view of the shared client: every request carries the sample's routing key.
-
-    The agent loop names its own session ids; slime routes by `sample.session_id` (X-SMG-Routing-Key),
-    so the key is replaced here rather than threaded through the loop."""
-
-    def __init__(self, engine: HTTPEngine, *, routing_key: str) -> None:
-        self.engine = engine
-        self.routing_key = routing_key
-        self.tokenizer = engine.tokenizer
-
-    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *,
-                       session_id: str | None = None) -> Completion:
-        return await self.engine.generate(prompt_ids, params, session_id=self.routing_key)
-
-    async def end_session(self, session_id: str) -> None:
-        await self.engine.end_session(self.routing_key)
-
-    async def close(self) -> None:
-        """The client is shared by every episode of this event loop; `close_clients` closes it."""
-
-
-def _client(settings: HookSettings, tokenizer: Any) -> HTTPEngine:
-    per_loop = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
-    key = (settings.router_url, id(tokenizer), settings.query_timeout_sec)
-    if key not in per_loop:
-        per_loop[key] = HTTPEngine(settings.router_url, tokenizer=tokenizer, flavor="sglang",
-                                   timeout_s=settings.query_timeout_sec)
-    return per_loop[key]
-
-
-async def close_clients() -> None:
-    """Close this event loop's HTTP clients (slime's process simply exits; tests call this)."""
-    for client in _CLIENTS.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
-
-
-async def load_tokenizer(name: str) -> Any:
-    """The served model's tokenizer, loaded once per process and off the event loop (loading one per
-    sample blocked the loop in a slime fork's multi-agent example)."""
-    if name not in _TOKENIZERS:
-        await asyncio.to_thread(_load_tokenizer, name)
-    return _TOKENIZERS[name]
-
-
-_TOKENIZERS: dict[str, Any] = {}
-# One load at a time: concurrent first imports of transformers from several threads race in its lazy
-# module machinery, and a second load of the same tokenizer is wasted work.
-_TOKENIZER_LOCK = threading.Lock()
-
-
-def _load_tokenizer(name: str) -> None:
-    from codedojo.inference.errors import UnknownModelError
-    from codedojo.inference.specs import resolve_model
-
-    with _TOKENIZER_LOCK:
-        if name in _TOKENIZERS:
-            return
-        try:
-            _TOKENIZERS[name] = resolve_model(name).load_tokenizer()
-        except UnknownModelError:  # a hub id slime downloads itself: load it the way slime does
-            from transformers import AutoTokenizer
-
-            _TOKENIZERS[name] = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
 
 
 def _prompt_tokens(sample: Any, tokenizer: Any) -> list[int]:
