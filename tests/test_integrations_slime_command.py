@@ -184,3 +184,9 @@ def test_a_live_ray_cluster_sees_the_files_and_environment(tmp_path: Path) -> No
     argv = ray_submit_argv(address=address, submission_id=f"codedojo-probe-{os.getpid()}", working_dir=tmp_path,
                            env=command.env, entrypoint=["python3", "-c", probe], wait=True)
     subprocess.run(argv, check=True, timeout=600)
+
+
+def test_the_scale_out_doc_says_where_every_recipe_field_goes() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "scale-out.md").read_text()
+    missing = [f.name for f in dataclasses.fields(Recipe) if f"`{f.name}`" not in doc]
+    assert missing == []
