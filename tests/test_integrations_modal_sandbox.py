@@ -1,13 +1,11 @@
 """The Modal sandbox backend offline: token-bucket math on an injected clock, paced and cancelled creation,
-the orphan sweeper against a fake listing, lifetimes, exit-code mapping, archives, and exec through a fake
-Modal sandbox object. One test runs against real Modal when MODAL_TOKEN_ID is set."""
+the orphan sweeper against a fake listing, lifetimes, exit-code mapping, and exec through a fake Modal
+sandbox object. One test runs against real Modal when MODAL_TOKEN_ID is set."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import os
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +15,7 @@ import pytest
 
 from codedojo.integrations.modal_boot import ModalSandboxConfig, paced_create, sandbox_timeouts, task_workdir
 from codedojo.integrations.modal_limits import TokenBucket
-from codedojo.integrations.modal_sandbox import ModalSandbox, cap_output, classify_exit, pack_dir, unpack_dir
+from codedojo.integrations.modal_sandbox import ModalSandbox, classify_exit
 from codedojo.integrations.modal_sweeper import MANAGED, orphan_reason, owner_tags, sweep
 from codedojo.sandbox import BACKENDS, SandboxClosedError, SandboxError, SandboxLimits, SandboxStartError
 from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
@@ -198,33 +196,13 @@ def test_sandbox_lifetime_outlasts_the_episode_budget() -> None:
     assert (config.lifetime_sec, config.episode_timeout_sec, config.app_name) == (4000, 90.0, "a")
 
 
-def test_exit_codes_outputs_workdirs_and_archives(tmp_path: Path) -> None:
+def test_exit_codes_and_workdirs() -> None:
     assert classify_exit(-1, duration_sec=0.1, timeout_sec=10) == (True, False)  # Modal's exec timeout
     assert classify_exit(137, duration_sec=9.9, timeout_sec=10) == (True, False)  # killed at the timeout
     assert classify_exit(137, duration_sec=1.0, timeout_sec=10) == (False, True)  # killed early: OOM
     assert classify_exit(1, duration_sec=1.0, timeout_sec=10) == (False, False)
-    text, dropped = cap_output(b"a" * 10 + b"b" * 10, 8)
-    assert dropped == 12 and text.startswith("aaaa") and text.endswith("bbbb")
-    assert cap_output(b"short", 8) == ("short", 0)
     assert task_workdir(_task(workdir="/repo/")) == "/repo"
     assert task_workdir(Task.load(examples_dir() / "hello-file")) == "/app"  # the Dockerfile's WORKDIR
-
-    source = tmp_path / "src"
-    (source / "sub").mkdir(parents=True)
-    (source / "sub" / "f.txt").write_text("x")
-    (source / "link").symlink_to("/etc/passwd")
-    unpack_dir(pack_dir(source), tmp_path / "copy")
-    assert (tmp_path / "copy" / "sub" / "f.txt").read_text() == "x" and not (tmp_path / "copy" / "link").exists()
-
-    hostile = io.BytesIO()
-    with tarfile.open(fileobj=hostile, mode="w:gz") as archive:
-        for name, kind in [("../escape", tarfile.REGTYPE), ("ok", tarfile.REGTYPE), ("evil", tarfile.SYMTYPE)]:
-            info = tarfile.TarInfo(name)
-            info.type = kind
-            info.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
-            archive.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
-    unpack_dir(hostile.getvalue(), tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ok"] and not (tmp_path / "escape").exists()
 
 
 class _Aio:
@@ -287,8 +265,8 @@ def test_exec_maps_modal_results_onto_the_sandbox_protocol() -> None:
         assert fake.calls[-1]["workdir"] == "/tmp"
         hog = await box.exec("hog", timeout_sec=60)
         assert hog.oom_killed and not hog.timed_out
-        loud = await box.exec("loud")
-        assert loud.truncated_bytes == 90
+        loud = await box.exec("loud")  # capped per stream: first and last 5 bytes kept
+        assert loud.truncated_bytes == 90 and loud.stdout.startswith("xxxxx\n[... 90 bytes")
         fake.dead = True  # the sandbox itself is gone: infrastructure, not the agent's failure
         with pytest.raises(SandboxClosedError):
             await box.exec("ok")
@@ -316,6 +294,64 @@ def test_a_sandbox_that_dies_of_oom_is_an_infrastructure_failure() -> None:
 
     asyncio.run(run())
     assert issubclass(SandboxClosedError, SandboxError)
+
+
+class HostModalSandbox(FakeModalSandbox):
+    """A Modal Sandbox object whose container is this host: exec runs bash for real, the filesystem API
+    reads and writes host paths (tests give it paths under tmp_path)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda command: (b"", b"", 0))
+        self.exec = _Aio(self._run)
+
+        async def write_bytes(data: bytes, path: str) -> None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(data)
+
+        async def read_bytes(path: str) -> bytes:
+            return Path(path).read_bytes()
+
+        self.filesystem = SimpleNamespace(write_bytes=_Aio(write_bytes), read_bytes=_Aio(read_bytes))
+
+    async def _run(self, *args: str, workdir: str, env: dict[str, str] | None, timeout: int, text: bool) -> Any:
+        process = await asyncio.create_subprocess_exec(*args, cwd=workdir, env={**os.environ, **(env or {})},
+                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await process.communicate()
+
+        async def value(v: Any) -> Any:
+            return v
+
+        return SimpleNamespace(stdout=SimpleNamespace(read=_Aio(lambda: value(out))),
+                               stderr=SimpleNamespace(read=_Aio(lambda: value(err))),
+                               wait=_Aio(lambda: value(process.returncode)))
+
+
+def test_files_travel_as_archives_and_come_back_without_links(tmp_path: Path) -> None:
+    source = tmp_path / "host" / "tests"
+    (source / "sub").mkdir(parents=True)
+    (source / "test.sh").write_text("#!/bin/bash\necho ok\n")
+    (source / "sub" / "data.txt").write_text("data")
+    remote = tmp_path / "sandbox"
+    box = ModalSandbox(sandbox=HostModalSandbox(), workdir=str(tmp_path), env={}, limits=SandboxLimits())
+
+    async def run() -> None:
+        await box.upload_dir(source, f"{remote}/tests")
+        assert (remote / "tests" / "sub" / "data.txt").read_text() == "data"
+        (remote / "tests" / "link").symlink_to("/etc/hostname")  # planted by an agent
+        await box.download_dir(f"{remote}/tests", tmp_path / "back")
+        await box.write_file(f"{remote}/a.bin", b"\x00\x01")
+        assert await box.read_file(f"{remote}/a.bin", max_bytes=1) == b"\x00"
+        await box.remove(f"{remote}/a.bin")
+        with pytest.raises(FileNotFoundError):
+            await box.read_file(f"{remote}/a.bin")
+        with pytest.raises(SandboxError, match="archiving"):
+            await box.download_dir(f"{remote}/missing", tmp_path / "none")
+
+    asyncio.run(run())
+    back = tmp_path / "back"
+    assert sorted(p.relative_to(back).as_posix() for p in back.rglob("*")) == ["sub", "sub/data.txt", "test.sh"]
+    staged = [*Path("/tmp").glob("codedojo-upload-*.tar"), *Path("/tmp").glob("codedojo-download-*.tar")]
+    assert staged == []  # staging archives are removed in the sandbox
 
 
 def test_a_real_modal_sandbox_runs_an_example_task(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ Exec: `bash -c` with the task's env, the workdir and Modal's per-exec `timeout`.
 timeout as return code -1 (sometimes 137); 137 well before the timeout is an out-of-memory kill, and a
 sandbox that is itself gone raises SandboxClosedError (infrastructure), as the protocol requires. A
 Modal call that hangs past the command's timeout plus a grace period is a SandboxError. Output is capped
-per stream like every backend. Files move through Modal's filesystem API (single files) and gzipped tar
-archives (directories; unpacking on the host keeps only regular files and directories below the target).
+per stream like every backend (sandbox.output). Files move through Modal's filesystem API (single files)
+and tar archives (directories, with sandbox.archive: unpacking on the host keeps only regular files and
+directories below the target and never writes through a link).
 close() terminates the sandbox: Modal keeps an unterminated one (billed) until its lifetime ends.
 
 modal is imported only inside functions, so the module imports without it and without credentials.
@@ -24,12 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import math
 import posixpath
 import secrets
 import shlex
-import tarfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,14 +47,17 @@ from codedojo.integrations.modal_boot import (
 )
 from codedojo.integrations.modal_limits import boot_gate, creation_bucket
 from codedojo.integrations.modal_sweeper import owner_tags
+from codedojo.sandbox.archive import extract_tree, pack
 from codedojo.sandbox.base import (
     ExecResult,
     SandboxClosedError,
     SandboxError,
     SandboxLimits,
+    SandboxPathError,
     SandboxStartError,
     sandbox_path,
 )
+from codedojo.sandbox.output import OutputCapture
 from codedojo.tasks.task import Task
 
 q = shlex.quote
@@ -73,41 +75,6 @@ def classify_exit(return_code: int, *, duration_sec: float, timeout_sec: float) 
         timed_out = duration_sec >= 0.95 * timeout_sec
         return timed_out, not timed_out
     return False, False
-
-
-def cap_output(data: bytes, limit: int) -> tuple[str, int]:
-    """The first and last limit/2 bytes (decoded with replacement) and how many bytes were dropped."""
-    if len(data) <= limit:
-        return data.decode("utf-8", "replace"), 0
-    half = max(1, limit // 2)
-    dropped = len(data) - 2 * half
-    marker = f"\n[... {dropped} bytes of output dropped ...]\n".encode()
-    return (data[:half] + marker + data[-half:]).decode("utf-8", "replace"), dropped
-
-
-def pack_dir(source: Path) -> bytes:
-    """A gzipped tar of `source`'s regular files and directories (links and special files are skipped)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in sorted(source.rglob("*")):
-            if path.is_symlink() or not (path.is_file() or path.is_dir()):
-                continue
-            archive.add(path, arcname=path.relative_to(source).as_posix(), recursive=False)
-    return buffer.getvalue()
-
-
-def unpack_dir(data: bytes, target: Path) -> None:
-    """Write an archive from a sandbox under `target`: regular files and directories only, names that stay
-    below `target` only (nothing out of a sandbox is trusted)."""
-    target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-        members = [m for m in archive.getmembers() if (m.isreg() or m.isdir()) and _stays_below(m.name)]
-        archive.extractall(target, members=members, filter="data")
-
-
-def _stays_below(name: str) -> bool:
-    normal = posixpath.normpath(name)
-    return not normal.startswith(("/", "..")) and "\x00" not in name
 
 
 class ModalSandbox:
@@ -196,10 +163,11 @@ class ModalSandbox:
         timed_out, oom_killed = classify_exit(code, duration_sec=duration, timeout_sec=timeout)
         if oom_killed and await self._gone():
             raise SandboxClosedError("the sandbox died (137 with no termination requested: likely out of memory)")
-        out, dropped_out = cap_output(stdout, self.limits.output_bytes)
-        err, dropped_err = cap_output(stderr, self.limits.output_bytes)
-        return ExecResult(stdout=out, stderr=err, return_code=code, timed_out=timed_out, oom_killed=oom_killed,
-                          truncated_bytes=dropped_out + dropped_err, duration_sec=duration)
+        out, err = OutputCapture(self.limits.output_bytes), OutputCapture(self.limits.output_bytes)
+        out.feed(stdout)
+        err.feed(stderr)
+        return ExecResult(stdout=out.text(), stderr=err.text(), return_code=code, timed_out=timed_out,
+                          oom_killed=oom_killed, truncated_bytes=out.dropped + err.dropped, duration_sec=duration)
 
     async def _run(self, command: str, *, cwd: str | None, env: dict[str, str],
                    timeout: float) -> tuple[bytes, bytes, int]:
@@ -245,9 +213,10 @@ class ModalSandbox:
         """One archive per directory: per-file transfers of large trees were seen to skip files silently."""
         self._check_open()
         target = sandbox_path(target)
-        staging = f"/tmp/codedojo-upload-{secrets.token_hex(6)}.tar.gz"
-        await self.write_file(staging, await asyncio.to_thread(pack_dir, Path(source)))
-        await self._checked(f"mkdir -p {q(target)} && tar -xzf {q(staging)} -C {q(target)} && rm -f {q(staging)}",
+        staging = f"/tmp/codedojo-upload-{secrets.token_hex(6)}.tar"
+        archive = await asyncio.to_thread(lambda: pack(Path(source), name="").read())
+        await self.write_file(staging, archive)
+        await self._checked(f"mkdir -p {q(target)} && tar -xf {q(staging)} -C {q(target)} && rm -f {q(staging)}",
                             what=f"unpacking into {target}")
 
     async def download_file(self, source: str, target: Path) -> None:
@@ -256,16 +225,20 @@ class ModalSandbox:
         Path(target).write_bytes(data)
 
     async def download_dir(self, source: str, target: Path) -> None:
+        """The directory as one archive; on the host only its directories and regular files are written."""
         source = sandbox_path(source)
-        staging = f"/tmp/codedojo-download-{secrets.token_hex(6)}.tar.gz"
-        await self._checked(f"test -d {q(source)} && tar -czf {q(staging)} -C {q(source)} .",
+        if source == "/":
+            raise SandboxPathError("refusing to download the whole sandbox")
+        staging = f"/tmp/codedojo-download-{secrets.token_hex(6)}.tar"
+        parent, name = posixpath.split(source)
+        await self._checked(f"test -d {q(source)} && tar -cf {q(staging)} -C {q(parent)} {q(name)}",
                             what=f"archiving {source}")
         try:
             data = await self.read_file(staging, max_bytes=1 << 40)
         finally:
             with contextlib.suppress(SandboxError):
                 await self.remove(staging)
-        await asyncio.to_thread(unpack_dir, data, Path(target))
+        await asyncio.to_thread(extract_tree, [data], Path(target))
 
     async def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
         self._check_open()
