@@ -70,6 +70,7 @@ def test_the_environment_image_is_built_once_and_reused(engine: docker.DockerCli
     assert first.startswith(marker) and first == second
     tag = f"{docker_host.ENV_IMAGE_REPOSITORY}:{docker_host.environment_digest(task.environment_dir)[:32]}"
     assert engine.images.get(tag).labels[docker_host.MANAGED_BY] == "codedojo"
+    engine.images.remove(tag)  # unique to this run: do not let them pile up on the machine
 
 
 def test_a_prebuilt_image_with_a_missing_workdir(docker_engine: DockerEngine, make_task: MakeTask) -> None:
