@@ -91,7 +91,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 
 
 def test_a_run_trains_every_parameter_and_writes_everything(trained: tuple[Path, Any]) -> None:
-    tmp, run = trained
+    _, run = trained
     records = [json.loads(line) for line in run.metrics_path.read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
     evals = [r for r in records if r["kind"] == "eval"]
@@ -154,9 +154,9 @@ def test_the_27b_recipe_needs_a_cluster_backend(tmp_path: Path) -> None:
 
 
 def test_recipe_fields_are_typed_and_unknown_ones_are_named() -> None:
-    with pytest.raises(RecordError, match="unknown key 'lrr'.*did you mean 'lr'"):
+    with pytest.raises(RecordError, match=r"unknown key 'lrr'.*did you mean 'lr'"):
         Recipe(lrr=1e-5)
-    with pytest.raises(RecordError, match="unknown key 'agentic_max_step'.*agentic_max_steps"):
+    with pytest.raises(RecordError, match=r"unknown key 'agentic_max_step'.*agentic_max_steps"):
         Recipe(extra_config={"agentic_max_step": 3})
     with pytest.raises(RecordError, match="rollout_batch_size must be at least 1"):
         Recipe(rollout_batch_size=0)

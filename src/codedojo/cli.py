@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "codedojo.inference.cli",
     "codedojo.tasks.cli",
     "codedojo.train.cli",
+    "codedojo.train.sft_cli",
     "codedojo.trial.cli",
 )
 

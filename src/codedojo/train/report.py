@@ -15,6 +15,7 @@ from codedojo.train.observability import read_metrics
 
 MAX_EPISODES = 400
 CHARTS = (
+    ("sft/loss", "supervised loss"),
     ("rollout/reward_mean", "train reward (mean over valid episodes)"),
     ("rollout/solved_frac", "solved fraction"),
     ("train/loss", "policy loss"),

@@ -1,0 +1,233 @@
+"""Demonstrations: a scripted expert that knows a task's reference fix and works like a careful engineer.
+
+The expert learns the fix by running the task's reference solution in a sandbox and reading `git diff`
+(any task whose workdir is a git repository works). It then acts through the ordinary agent loop and a
+fresh sandbox: look at the code, sometimes reproduce the failure, edit with one shell command, rerun the
+failing tests, submit. Thoughts, command choices (sed or a python script, cat -n or sed -n or grep) and
+whether it reproduces first are drawn from a seeded generator, so the data is not one template. Its
+episodes are ordinary trajectories, verified by the task's own tests; only the solved ones are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codedojo.agent.loop import AgentConfig, AgentLoop
+from codedojo.agent.prompts import SUBMIT_SENTINEL
+from codedojo.agent.scripted import ScriptedPolicy
+from codedojo.agent.trajectory import Trajectory
+from codedojo.sandbox import start_sandbox
+from codedojo.tasks.task import Task
+from codedojo.trial.agents import OracleAgent
+from codedojo.trial.runner import TrialOptions, run_trial
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_SED_PATTERN_SPECIAL = set("\\/.*[]^$&")
+_SED_REPLACEMENT_SPECIAL = set("\\/&")
+
+
+class NoReferenceFix(RuntimeError):
+    """The task's reference solution could not be turned into line edits."""
+
+
+@dataclass(frozen=True)
+class LineEdit:
+    """Replace lines `start`..`start + len(old) - 1` (1-based) of `path` with `new` (an insertion when
+    `old` is empty: the new lines go after line `start - 1`)."""
+
+    path: str
+    start: int
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+def parse_diff(diff: str) -> list[LineEdit]:
+    """Line edits of a `git diff -U0` output."""
+    edits: list[LineEdit] = []
+    path: str | None = None
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("+++ "):
+            target = line[4:]
+            path = target[2:] if target.startswith("b/") else None
+        m = _HUNK.match(line)
+        if m and path is not None:
+            old_start, old_count = int(m.group(1)), int(m.group(2) or "1")
+            old, new = [], []
+            i += 1
+            while i < len(lines) and lines[i][:1] in ("-", "+", "\\"):
+                if lines[i].startswith("-"):
+                    old.append(lines[i][1:])
+                elif lines[i].startswith("+"):
+                    new.append(lines[i][1:])
+                i += 1
+            start = old_start if old_count else old_start + 1
+            edits.append(LineEdit(path=path, start=start, old=tuple(old), new=tuple(new)))
+            continue
+        i += 1
+    return edits
+
+
+async def reference_edits(task: Task, *, backend: str = "local") -> list[LineEdit]:
+    """Run the reference solution in a sandbox and read the edits it makes from `git diff`."""
+    sandbox = await start_sandbox(task, backend=backend)
+    try:
+        outcome = await OracleAgent().run(task, sandbox, timeout_sec=task.config.agent.timeout_sec or 600)
+        if outcome.exit_code not in (0, None):
+            raise NoReferenceFix(f"{task.name}: solve.sh failed ({outcome.detail})")
+        result = await sandbox.exec("git -c core.quotepath=off diff -U0 --no-color --no-ext-diff", timeout_sec=60)
+    finally:
+        await sandbox.close()
+    if result.return_code != 0:
+        raise NoReferenceFix(f"{task.name}: git diff failed in the workdir: {result.stdout[-300:]}")
+    edits = parse_diff(result.stdout)
+    if not edits:
+        raise NoReferenceFix(f"{task.name}: the reference solution changes no tracked file")
+    return edits
+
+
+def _sed_escape(text: str, special: set[str]) -> str:
+    return "".join("\\" + ch if ch in special else ch for ch in text)
+
+
+def _fragments(old: str, new: str) -> tuple[str, str]:
+    """The smallest differing middles of two lines, widened to whole words for readability."""
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    while prefix > 0 and (old[prefix - 1].isalnum() or old[prefix - 1] == "_"):
+        prefix -= 1
+    while suffix > 0 and (old[len(old) - suffix].isalnum() or old[len(old) - suffix] == "_"):
+        suffix -= 1
+    return old[prefix: len(old) - suffix], new[prefix: len(new) - suffix]
+
+
+def edit_command(edit: LineEdit, *, rng: random.Random) -> str:
+    """One shell command that applies `edit`: sed when it is simple, else a short python3 script."""
+    quotable = all("'" not in t and "\n" not in t for t in (*edit.old, *edit.new))
+    if quotable and len(edit.old) == 1 and len(edit.new) == 1 and rng.random() < 0.7:
+        old, new = _fragments(edit.old[0], edit.new[0])
+        if old and edit.old[0].count(old) == 1:
+            pattern = _sed_escape(old, _SED_PATTERN_SPECIAL)
+            replacement = _sed_escape(new, _SED_REPLACEMENT_SPECIAL)
+            return f"sed -i '{edit.start}s/{pattern}/{replacement}/' {shlex.quote(edit.path)}"
+    if quotable and not edit.old and len(edit.new) == 1 and rng.random() < 0.6:
+        return f"sed -i '{edit.start - 1}a\\{edit.new[0]}' {shlex.quote(edit.path)}"
+    if quotable and edit.old and not edit.new and rng.random() < 0.6:
+        end = edit.start + len(edit.old) - 1
+        return f"sed -i '{edit.start},{end}d' {shlex.quote(edit.path)}" if end > edit.start else \
+            f"sed -i '{edit.start}d' {shlex.quote(edit.path)}"
+    new_lines = "".join(f"{line}\n" for line in edit.new)
+    first = edit.start - 1
+    return (f"python3 - <<'EOF'\nfrom pathlib import Path\npath = Path({edit.path!r})\n"
+            f"lines = path.read_text().splitlines(keepends=True)\n"
+            f"lines[{first}:{first + len(edit.old)}] = {new_lines!r}.splitlines(keepends=True)\n"
+            f"path.write_text(''.join(lines))\nEOF")
+
+
+_LOOK = ("Let me look at the code around line {line} of {path}.", "First I read {path} near line {line}.",
+         "I'll start by reading the relevant part of {path}.", "Let me see what {path} does around line {line}.")
+_REPRODUCE = ("Let me reproduce the failure first.", "I'll run one failing test to see the error.",
+              "Before changing anything, I run a failing test.")
+_EDIT = ("Line {line} is wrong; I fix it.", "The bug is on line {line} of {path}. Fixing it:",
+         "I'll correct line {line}.", "This line needs to change; applying the fix.")
+_VERIFY = ("Now I rerun the tests that were failing.", "Let me check that the failing tests pass now.",
+           "Rerunning the failing tests to confirm the fix.")
+_SUBMIT = ("The tests pass. Submitting.", "All fixed; submitting the change.", "Done, submitting.")
+
+
+def _reply(thought: str, command: str) -> str:
+    return f"{thought}\n```bash\n{command}\n```"
+
+
+def expert_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random) -> list[str]:
+    """The expert's replies for one episode."""
+    first = edits[0]
+    around = max(1, first.start - rng.randint(2, 6))
+    look = rng.choice([
+        f"sed -n '{around},{first.start + rng.randint(2, 6)}p' {shlex.quote(first.path)}",
+        f"cat -n {shlex.quote(first.path)} | sed -n '{around},{first.start + 4}p'",
+        f"head -n {first.start + 5} {shlex.quote(first.path)} | tail -n {first.start + 5 - around + 1}",
+    ])
+    replies = [_reply(rng.choice(_LOOK).format(line=first.start, path=first.path), look)]
+    failing = [t for t in task.config.metadata.get("FAIL_TO_PASS", []) if isinstance(t, str)]
+    if failing and rng.random() < 0.5:
+        replies.append(_reply(rng.choice(_REPRODUCE),
+                              f"python3 -m pytest -q -x {shlex.quote(failing[0])} 2>&1 | tail -n 12"))
+    for edit in sorted(edits, key=lambda e: (e.path, -e.start)):  # bottom-up keeps earlier line numbers valid
+        replies.append(_reply(rng.choice(_EDIT).format(line=edit.start, path=edit.path), edit_command(edit, rng=rng)))
+    if failing:
+        ids = " ".join(shlex.quote(t) for t in failing[:4])
+        replies.append(_reply(rng.choice(_VERIFY), f"python3 -m pytest -q {ids} 2>&1 | tail -n 5"))
+    else:
+        replies.append(_reply(rng.choice(_VERIFY), "git diff --stat"))
+    replies.append(_reply(rng.choice(_SUBMIT), f"echo {SUBMIT_SENTINEL}"))
+    return replies
+
+
+class ExpertPolicy(ScriptedPolicy):
+    """A scripted policy whose script for each session is the expert's plan for that session's task."""
+
+    def __init__(self, tokenizer: Any, *, tasks: Sequence[Task], edits: dict[str, list[LineEdit]], seed: int) -> None:
+        self._tasks = {t.name[:40].replace("/", "_"): t for t in tasks}
+        self._edits = edits
+        self._seed = seed
+        self._plans: dict[str, list[str]] = {}
+        super().__init__(tokenizer, self._plan, logprob=0.0)
+
+    def _plan(self, session_id: str) -> list[str]:
+        if session_id not in self._plans:
+            prefix = session_id.rsplit("-", 1)[0]
+            task = self._tasks[prefix]
+            rng = random.Random(f"{self._seed}:{session_id}")
+            self._plans[session_id] = expert_replies(task, self._edits[task.name], rng=rng)
+        return self._plans[session_id]
+
+
+async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int, seed: int,
+                         agent_config: AgentConfig, out_dir: Path | None = None, concurrency: int = 4,
+                         backend: str = "local") -> tuple[list[Trajectory], dict[str, int]]:
+    """Solved expert episodes (per_task each) as trajectories in the model's tokens, and counts."""
+    gate = asyncio.Semaphore(concurrency)
+    edits: dict[str, list[LineEdit]] = {}
+    counts = {"tasks": len(tasks), "no_reference_fix": 0, "episodes": 0, "solved": 0}
+
+    async def learn(task: Task) -> None:
+        async with gate:
+            try:
+                edits[task.name] = await reference_edits(task, backend=backend)
+            except NoReferenceFix:
+                counts["no_reference_fix"] += 1
+
+    await asyncio.gather(*(learn(t) for t in tasks))
+    usable = [t for t in tasks if t.name in edits]
+    policy = ExpertPolicy(tokenizer, tasks=usable, edits=edits, seed=seed)
+    kept: list[Trajectory] = []
+
+    async def episode(task: Task, index: int) -> None:
+        agent = AgentLoop(policy, config=agent_config, seed=(seed * 7919 + index) % 2**31)
+        async with gate:
+            result = await run_trial(task, agent, options=TrialOptions(backend=backend))
+        counts["episodes"] += 1
+        if result.solved and result.trajectory is not None:
+            counts["solved"] += 1
+            trajectory = result.trajectory
+            if out_dir is not None:
+                trajectory.save(out_dir / f"{trajectory.episode_id}.json")
+            kept.append(trajectory)
+
+    await asyncio.gather(*(episode(t, i * per_task + k) for i, t in enumerate(usable) for k in range(per_task)))
+    kept.sort(key=lambda t: t.episode_id)
+    return kept, counts

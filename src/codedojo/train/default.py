@@ -1,0 +1,137 @@
+"""The embedded default run (`codedojo train` with no arguments): real, short, on one laptop CPU.
+
+1. Tasks: the bundled warm-up tier (generated once by the task factory and cached), split by
+   repository: held-out repositories for evaluation, the rest for training.
+2. Warm start: the scripted expert's solved demonstrations on the training tasks, then supervised
+   fine-tuning of SmolLM2-135M-Instruct on them (both cached: a second run skips straight to RL).
+3. GRPO on the training tasks with local sandboxes, evaluation on the held-out tasks before and after.
+
+Everything lands in the run directory; the caches live under $CODEDOJO_CACHE_DIR (default
+~/.cache/codedojo).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from codedojo.config.dataset import task_row
+from codedojo.sandbox.workspace import cache_dir
+from codedojo.tasks.task import Task, discover_tasks
+
+HELD_OUT_REPOSITORIES = ("planegeo", "textkit", "unitconv")
+SUITE_SEED = 0
+DEMO_SEED = 0
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def builtin_warmup_suite(*, console: Console) -> Path:
+    """The bundled warm-up tasks, generated on first use (about 5 minutes on 2 cores) and cached."""
+    from codedojo.tasks.factory.pipeline import BUILTIN_REPOS
+
+    digest = hashlib.sha256()
+    factory = Path(__file__).parents[1] / "tasks" / "factory"
+    for path in sorted(Path(BUILTIN_REPOS).rglob("*.py")) + sorted(factory.rglob("*.py")):
+        digest.update(path.read_bytes())
+    folder = cache_dir() / "builtin" / f"warmup-seed{SUITE_SEED}-{digest.hexdigest()[:12]}"
+    if folder.is_dir() and (folder / ".complete").is_file():
+        return folder
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    console.print(f"generating the bundled warm-up tasks into {folder} (once)")
+    subprocess.run([sys.executable, "-m", "codedojo.cli", "tasks", "builtin", "--out", str(tmp), "--tier", "warmup",
+                    "--seed", str(SUITE_SEED)], check=True)
+    (tmp / ".complete").write_text("")
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+def split_by_repository(paths: list[Path], *, held_out: tuple[str, ...]) -> tuple[list[Task], list[Task]]:
+    train, evaluation = [], []
+    for path in paths:
+        task = Task.load(path)
+        (evaluation if task.config.metadata.get("repository") in held_out else train).append(task)
+    return train, evaluation
+
+
+def write_dataset(tasks: list[Task], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [task_row(t.path, instruction=t.instruction, metadata={
+        "repository": t.config.metadata.get("repository"), "tier": t.config.metadata.get("tier")}) for t in tasks]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def warm_start(*, model: str, tasks: list[Task], sft_config: Any, agent_max_steps: int, device: str,
+               console: Console) -> Path:
+    """Demonstrations + SFT, cached by (model, tasks, expert seed, SFT settings)."""
+    from codedojo.agent.engines import profile_for
+    from codedojo.agent.expert import demonstrations
+    from codedojo.agent.loop import AgentConfig
+    from codedojo.inference.specs import resolve_model
+    from codedojo.train.sft import run_sft
+
+    key = hashlib.sha256(json.dumps([model, sorted(t.name for t in tasks), DEMO_SEED, agent_max_steps,
+                                     repr(sft_config)]).encode()).hexdigest()[:16]
+    folder = cache_dir() / "sft" / key
+    if (folder / "final" / "config.json").is_file():
+        console.print(f"warm start: cached SFT model {folder / 'final'}")
+        return folder / "final"
+    shutil.rmtree(folder, ignore_errors=True)
+    tokenizer = resolve_model(model).load_tokenizer()
+    config = AgentConfig(max_steps=agent_max_steps, prompt_profile=profile_for(model), max_output_chars=2000)
+    with console.status(f"recording expert demonstrations on {len(tasks)} tasks"):
+        demos, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=DEMO_SEED,
+                                                   agent_config=config, out_dir=folder / "demonstrations"))
+    console.print(f"warm start: {counts['solved']} solved demonstrations of {counts['episodes']} expert episodes")
+    summary = run_sft(model=model, trajectories=demos, config=sft_config, out_dir=folder, device=device,
+                      console=console)
+    console.print(f"warm start: fine-tuned on {summary['tokens']} tokens in {summary['seconds']} s")
+    return Path(summary["final_model"])
+
+
+def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
+                model: str | None) -> Any:
+    from codedojo.agent.engines import default_device
+    from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
+    from codedojo.inference.specs import HFFolder
+    from codedojo.train.sft import SFTConfig
+
+    console = Console(stderr=True)
+    device = device or default_device()
+    model = model or DEFAULT_MODEL
+    suite = builtin_warmup_suite(console=console)
+    train_tasks, eval_tasks = split_by_repository(discover_tasks([suite]), held_out=HELD_OUT_REPOSITORIES)
+    if quick:
+        train_tasks, eval_tasks = train_tasks[:8], eval_tasks[:4]
+    else:
+        eval_tasks = eval_tasks[:12]
+    run_dir = run_dir or Path("runs") / "default"
+    data = run_dir / "data"
+    train_path = write_dataset(train_tasks, data / "train.jsonl")
+    eval_path = write_dataset(eval_tasks, data / "eval.jsonl")
+    num_rollout = int(overrides.get("num_rollout", 2 if quick else 6))
+    recipe = SmolLM2_Recipe(**{
+        "num_rollout": num_rollout, "save": "checkpoints", "save_interval": num_rollout, "eval_interval": num_rollout,
+        "eval_config": EvalConfig(defaults=EvalDefaults(temperature=0.6, n_samples_per_eval_prompt=1),
+                                  datasets=(EvalDataset(name="held-out", path=str(eval_path)),)),
+        **overrides,
+    })
+    console.print(f"embedded default: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out tasks "
+                  f"(repositories {', '.join(HELD_OUT_REPOSITORIES)})")
+    sft = SFTConfig(epochs=1, lr=5e-5, batch_sequences=8)
+    demo_tasks = train_tasks[:12] if quick else train_tasks[:48]
+    warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
+                      agent_max_steps=recipe.extra_config.agentic_max_steps, device=device, console=console)
+    config = TrainConfig(model=HFFolder(path=str(warm)), dataset=AgentTaskDataset(train_path), recipe=recipe,
+                         run_dir=run_dir, device=device)
+    return config.launch()

@@ -1,0 +1,154 @@
+"""Supervised fine-tuning on trajectories: the warm start before RL.
+
+Same token layout, loss mask and packing as the RL trainer: each trajectory's kept token sequence is a
+training sequence, and only the tokens the agent produced (loss mask 1) are learned. The loss of an
+optimizer step is the mean negative logprob over that step's trainable tokens. The result is a Hugging
+Face folder (`<out>/final`) that the RL trainer, `codedojo eval` and `codedojo serve` load, plus
+metrics.jsonl / TensorBoard and the report page like a training run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from codedojo.agent.trajectory import Trajectory
+from codedojo.config.recipe import Recipe
+from codedojo.rl.packing import pack
+from codedojo.train.checkpoint import save_hf_folder
+from codedojo.train.observability import MetricsLog
+from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.policy import Policy
+
+
+@dataclass(frozen=True, kw_only=True)
+class SFTConfig:
+    epochs: int = 1
+    """Passes over the trajectories."""
+    lr: float = 5e-5
+    """Peak learning rate."""
+    lr_warmup_iters: int = 2
+    """Optimizer steps of warm-up."""
+    lr_decay_style: str = "cosine"
+    """Schedule after warm-up: constant, linear or cosine."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    batch_sequences: int = 8
+    """Trajectories per optimizer step."""
+    max_tokens_per_gpu: int = 4096
+    """Token budget of a micro-batch."""
+    log_probs_chunk_size: int = 256
+    """Positions per chunk of the vocabulary projection."""
+    clip_grad: float = 1.0
+    """Gradient norm clip."""
+    lora_rank: int = 0
+    """LoRA rank (0: full fine-tuning)."""
+    lora_alpha: float = 16.0
+    """LoRA scale numerator."""
+    seed: int = 0
+    """Shuffling seed."""
+
+    def as_recipe(self, *, total_steps: int) -> Recipe:
+        """The optimizer and schedule settings in the RL recipe's terms (one shared implementation)."""
+        return Recipe(lr=self.lr, lr_warmup_iters=self.lr_warmup_iters, lr_decay_style=self.lr_decay_style,
+                      lr_decay_iters=total_steps, weight_decay=self.weight_decay, clip_grad=self.clip_grad,
+                      max_tokens_per_gpu=self.max_tokens_per_gpu, log_probs_chunk_size=self.log_probs_chunk_size)
+
+
+def sft_loss(policy: Policy, sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *,
+             num_tokens: int, chunk_size: int) -> torch.Tensor:
+    """Sum of -logprob over trainable positions, divided by the step's trainable-token count."""
+    logprobs, _ = policy.logprobs(sequences, temperature=1.0, chunk_size=chunk_size)
+    lp_T = torch.cat(logprobs)
+    mask_T = torch.tensor([m for mask in masks for m in mask], dtype=lp_T.dtype, device=lp_T.device)
+    return -(lp_T * mask_T).sum() / max(num_tokens, 1)
+
+
+def load_trajectories(paths: Sequence[Path], *, min_reward: float | None = None) -> list[Trajectory]:
+    """Trajectory files from files or folders (*.json); with `min_reward`, only episodes that reached it."""
+    found: list[Trajectory] = []
+    for path in paths:
+        files = sorted(Path(path).rglob("*.json")) if Path(path).is_dir() else [Path(path)]
+        for f in files:
+            try:
+                trajectory = Trajectory.load(f)
+            except (ValueError, KeyError, json.JSONDecodeError):
+                continue
+            if min_reward is not None and (trajectory.reward is None or trajectory.reward < min_reward):
+                continue
+            found.append(trajectory)
+    return found
+
+
+def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig, out_dir: Path, device: str,
+            console: Console | None = None) -> dict[str, Any]:
+    """Fine-tune `model` on `trajectories`; writes out_dir/final and metrics; returns a summary."""
+    from codedojo.inference.specs import resolve_model
+
+    console = console or Console(stderr=True)
+    usable = [t for t in trajectories if sum(t.loss_mask) > 0]
+    if not usable:
+        raise ValueError("no trajectory has any trainable token")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    loaded = resolve_model(model).load(device=device, dtype=torch.float32)
+    policy = Policy(loaded.hf_model(), lora_rank=config.lora_rank, lora_alpha=config.lora_alpha)
+    steps_per_epoch = -(-len(usable) // config.batch_sequences)
+    total = steps_per_epoch * config.epochs
+    recipe = config.as_recipe(total_steps=total)
+    optimizer = build_optimizer(policy.trainable_parameters(), recipe)
+    scheduler = build_scheduler(optimizer, recipe, total_steps=total)
+    metrics = MetricsLog(out_dir)
+    rng = random.Random(config.seed)
+    step = 0
+    started = time.monotonic()
+    tokens_seen = 0
+    columns = (TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            bar = progress.add_task("sft", total=total, loss="-")
+            for _ in range(config.epochs):
+                order = list(range(len(usable)))
+                rng.shuffle(order)
+                for start in range(0, len(order), config.batch_sequences):
+                    batch = [usable[i] for i in order[start:start + config.batch_sequences]]
+                    num_tokens = sum(sum(t.loss_mask[1:]) for t in batch)
+                    t0 = time.monotonic()
+                    loss_value = 0.0
+                    for mb in pack([len(t.token_ids) for t in batch], max_tokens=config.max_tokens_per_gpu):
+                        micro = [batch[i] for i in mb.indices]
+                        loss = sft_loss(policy, [t.token_ids for t in micro], [t.loss_mask[1:] for t in micro],
+                                        num_tokens=num_tokens, chunk_size=config.log_probs_chunk_size)
+                        loss.backward()
+                        loss_value += float(loss.detach())
+                    norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.clip_grad)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    seconds = time.monotonic() - t0
+                    batch_tokens = sum(len(t.token_ids) for t in batch)
+                    tokens_seen += batch_tokens
+                    metrics.write(step, "train", {"sft/loss": loss_value, "sft/grad_norm": float(norm),
+                                                  "sft/lr": scheduler.get_last_lr()[0],
+                                                  "sft/trained_tokens": float(num_tokens),
+                                                  "perf/train_tokens_per_sec": batch_tokens / max(seconds, 1e-9)})
+                    step += 1
+                    progress.update(bar, advance=1, loss=f"{loss_value:.3f}")
+        final = save_hf_folder(out_dir / "final", policy=policy, hf_config=loaded.hf_config,
+                               tokenizer=loaded.tokenizer)
+    finally:
+        metrics.close()
+    summary = {"final_model": str(final), "steps": step, "trajectories": len(usable),
+               "tokens": tokens_seen, "seconds": round(time.monotonic() - started, 1)}
+    (out_dir / "sft.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,79 @@
+"""The scripted expert: reference edits from git diff, edit commands that really apply them, solved demos."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codedojo.agent.expert import LineEdit, demonstrations, edit_command, parse_diff, reference_edits
+from codedojo.agent.loop import AgentConfig
+from codedojo.inference.byte_tokenizer import byte_level_tokenizer
+from codedojo.inference.chat_templates import CHATML
+from codedojo.tasks.task import Task, examples_dir
+
+DIFF = """diff --git a/pkg/mod.py b/pkg/mod.py
+index 1..2 100644
+--- a/pkg/mod.py
++++ b/pkg/mod.py
+@@ -3 +3 @@ def f():
+-    return a - b
++    return a + b
+@@ -9,0 +10 @@ def g():
++    total = 0
+@@ -20,2 +20,0 @@ def h():
+-    x = 1
+-    y = 2
+"""
+
+
+def test_parse_diff() -> None:
+    assert parse_diff(DIFF) == [
+        LineEdit("pkg/mod.py", 3, ("    return a - b",), ("    return a + b",)),
+        LineEdit("pkg/mod.py", 10, (), ("    total = 0",)),
+        LineEdit("pkg/mod.py", 20, ("    x = 1", "    y = 2"), ()),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize(
+    ("before", "edit", "after"),
+    [
+        ("a\n    if x < 1:\nc\n", LineEdit("f.py", 2, ("    if x < 1:",), ("    if x <= 1:",)),
+         "a\n    if x <= 1:\nc\n"),
+        ("s = 'a/b' & 1\n", LineEdit("f.py", 1, ("s = 'a/b' & 1",), ("s = 'a/b' | 1",)), "s = 'a/b' | 1\n"),
+        ("p = a.b[1] * 2\n", LineEdit("f.py", 1, ("p = a.b[1] * 2",), ("p = a.b[0] * 2",)), "p = a.b[0] * 2\n"),
+        ("one\ntwo\n", LineEdit("f.py", 2, (), ("    inserted = 1",)), "one\n    inserted = 1\ntwo\n"),
+        ("one\ndrop\ntwo\n", LineEdit("f.py", 2, ("drop",), ()), "one\ntwo\n"),
+        ("x = y\nx = y\n", LineEdit("f.py", 2, ("x = y",), ("x = z",)), "x = y\nx = z\n"),
+    ],
+)
+def test_edit_commands_apply_the_edit(tmp_path: Path, seed: int, before: str, edit: LineEdit, after: str) -> None:
+    (tmp_path / "f.py").write_text(before)
+    command = edit_command(edit, rng=random.Random(seed))
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+    assert (tmp_path / "f.py").read_text() == after, command
+
+
+def test_reference_edits_come_from_the_solution() -> None:
+    task = Task.load(examples_dir() / "fix-greeting")
+    edits = asyncio.run(reference_edits(task))
+    expected = LineEdit("greeting.py", 5, ('    return "Hello " + name',), ('    return "Hello, " + name + "!"',))
+    assert edits == [expected]
+
+
+def test_expert_demonstrations_are_solved_and_varied(tmp_path: Path) -> None:
+    task = Task.load(examples_dir() / "fix-greeting")
+    tokenizer = byte_level_tokenizer(chat_template=CHATML)
+    kept, counts = asyncio.run(demonstrations([task], tokenizer=tokenizer, per_task=4, seed=1,
+                                              agent_config=AgentConfig(max_steps=8), out_dir=tmp_path))
+    assert counts == {"tasks": 1, "no_reference_fix": 0, "episodes": 4, "solved": 4}
+    assert len(list(tmp_path.glob("*.json"))) == 4
+    scripts = {tuple(m["content"] for m in t.messages if m["role"] == "assistant") for t in kept}
+    assert len(scripts) > 1  # seeded variety, not one template
+    for t in kept:
+        t.validate()
+        assert t.status == "submitted"
