@@ -85,6 +85,23 @@ def test_a_prebuilt_image_with_a_missing_workdir(docker_engine: DockerEngine, ma
     run(go())
 
 
+def test_an_image_that_runs_as_another_user(engine: object, make_task: MakeTask, tmp_path: Path) -> None:
+    task = make_task(dockerfile="FROM debian:bookworm-slim\nRUN useradd -m agent && mkdir /app && chown agent /app\n"
+                                "USER agent\nWORKDIR /app\n")
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "t.sh").write_text("#!/bin/sh\n")
+
+    async def go() -> None:
+        async with await DockerSandbox.start(task) as sb:
+            r = await sb.exec("whoami; echo x > /logs/agent/x && echo x > /app/y && echo wrote; sleep 300 &")
+            assert r.stdout == "agent\nwrote\n"
+            await sb.upload_dir(tmp_path / "up", "/tests")  # the host's transfers act as root
+            r = await sb.exec("ls /tests; grep -l '^sleep.300' /proc/[0-9]*/cmdline | wc -l; touch /tests/t.sh")
+            assert r.stdout == "t.sh\n0\n" and "Permission denied" in r.stderr
+
+    run(go())
+
+
 def test_state_persists_across_commands_but_processes_do_not(engine: object, make_task: MakeTask) -> None:
     async def go() -> None:
         async with await DockerSandbox.start(make_task()) as sb:
@@ -189,6 +206,8 @@ def test_a_container_removed_behind_its_back_is_an_infrastructure_error(engine: 
                 await sb.exec("true")
             with pytest.raises(SandboxClosedError):
                 await sb.write_file("/tmp/x", b"x")
+            with pytest.raises(SandboxClosedError):
+                await sb.read_file("/tmp/absent")
 
     run(go())
 

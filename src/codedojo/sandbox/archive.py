@@ -36,7 +36,8 @@ def _dir_info(name: str) -> tarfile.TarInfo:
 def pack(source: Path, *, name: str, parents: Iterable[str] = ()) -> IO[bytes]:
     """A tar (rewound) holding `source` (a file, or a directory's tree) as `name`, under new `parents`.
 
-    A directory packed with name "" contributes its contents only.
+    A directory packed with name "" contributes its contents only. Directories are made 0755 whatever
+    their mode on the host (a private temporary directory must not become unreadable in the sandbox).
 
     `parents` are directories to create first, outermost first, e.g. ("a", "a/b") for name "a/b/c".
     Every member belongs to root; file modes are kept.
@@ -76,9 +77,7 @@ def _add_file(tar: tarfile.TarFile, path: Path, name: str) -> None:
 
 def _add_tree(tar: tarfile.TarFile, root: Path, name: str) -> None:
     if name:  # "" adds the tree's contents only, leaving the existing directory they go into as it is
-        info = _dir_info(name)
-        info.mode = stat.S_IMODE(root.stat().st_mode)
-        tar.addfile(info)
+        tar.addfile(_dir_info(name))
     for dirpath, dirnames, filenames in os.walk(root):
         rel = Path(dirpath).relative_to(root)
         for d in sorted(dirnames):

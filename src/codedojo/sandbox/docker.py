@@ -43,6 +43,7 @@ import contextlib
 import functools
 import re
 import secrets
+import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -142,13 +143,11 @@ class DockerSandbox:
         try:
             await _in_thread(container.start)
             dirs = " ".join(f"/logs/{d}" for d in LOG_DIRS)
-            made = await sandbox.exec(f"mkdir -p -- {dirs} {_quote(workdir)} && chmod 777 {dirs}", cwd="/",
-                                      timeout_sec=60)
-            if made.return_code != 0:
-                raise SandboxStartError(f"could not create {workdir} and /logs in the container: {made.stderr[-500:]}")
+            # Writable by whatever user the image runs commands as.
+            await sandbox._shell(f"mkdir -p -- {dirs} {shlex.quote(workdir)} && chmod 777 {dirs}")
         except BaseException as e:
             await sandbox.close()
-            if isinstance(e, docker.errors.DockerException | requests.RequestException):
+            if isinstance(e, docker.errors.DockerException | requests.RequestException | SandboxError):
                 raise SandboxStartError(f"could not start the container for {task.name}: {e}") from e
             raise
         return sandbox
@@ -205,8 +204,8 @@ class DockerSandbox:
                           duration_sec=duration)
 
     async def _sweep(self) -> None:
-        """Kill every process but PID 1 from a fresh exec."""
-        exec_id = (await self._api(self._client.api.exec_create, self.container_id, SWEEP))["Id"]
+        """Kill every process but PID 1 from a fresh exec (as root: whatever user the image runs as)."""
+        exec_id = (await self._api(self._client.api.exec_create, self.container_id, SWEEP, user="root"))["Id"]
         await self._api(self._client.api.exec_start, exec_id)
 
     # -- files ----------------------------------------------------------------------------------
@@ -280,7 +279,7 @@ class DockerSandbox:
             if where.is_dir:
                 raise SandboxPathError(f"{path}: is a directory")
             if where.exists:
-                await self._shell(f"rm -f -- {_quote(where.path)}")
+                await self._shell(f"rm -f -- {shlex.quote(where.path)}")
 
     async def _put(self, base: str, pack: Callable[..., IO[bytes]], *args: Any, **kwargs: Any) -> None:
         tar = await _in_thread(pack, *args, **kwargs)
@@ -296,8 +295,10 @@ class DockerSandbox:
         return chunks  # type: ignore[no-any-return]
 
     async def _shell(self, script: str) -> None:
-        """Run a short housekeeping script of ours (no runner: no agent process is alive between commands)."""
-        exec_id = (await self._api(self._client.api.exec_create, self.container_id, ["/bin/sh", "-c", script]))["Id"]
+        """Run a short housekeeping script of ours as root (no runner: no agent process is alive between
+        commands)."""
+        exec_id = (await self._api(self._client.api.exec_create, self.container_id, ["/bin/sh", "-c", script],
+                                   user="root"))["Id"]
         output = await self._api(self._client.api.exec_start, exec_id)
         code = (await self._api(self._client.api.exec_inspect, exec_id)).get("ExitCode")
         if code != 0:
@@ -384,10 +385,6 @@ def _pump(stream: Iterator[tuple[bytes | None, bytes | None]], out: OutputCaptur
             out.feed(stdout)
         if stderr:
             err.feed(stderr)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def _create(client: docker.DockerClient, *, image: str, name: str, workdir: str, env: Mapping[str, str],

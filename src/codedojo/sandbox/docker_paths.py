@@ -63,8 +63,8 @@ class PathProbe:
         response = api.head(api._url("/containers/{0}/archive", self._container_id), params={"path": path})
         header = response.headers.get("X-Docker-Container-Path-Stat")
         if response.status_code == 404 and not header:
-            if "container" in response.text.lower():
-                api._raise_for_status(response)
+            # A HEAD reply has no body to tell a missing path from a missing container: ask about the latter.
+            api.inspect_container(self._container_id)
             return None
         if response.status_code >= 400 and response.status_code != 404:
             api._raise_for_status(response)
