@@ -124,6 +124,20 @@ def test_a_timeout_returns_partial_output_and_the_sandbox_stays_usable(engine: o
     run(go())
 
 
+def test_sandboxes_run_side_by_side(engine: object, make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def one(i: int) -> str:
+        async with await DockerSandbox.start(task) as sb:
+            await sb.write_file("/app/id", str(i).encode())
+            return (await sb.exec("sleep 1; cat /app/id")).stdout
+
+    async def go() -> list[str]:
+        return list(await asyncio.gather(*(one(i) for i in range(6))))
+
+    assert run(go()) == [str(i) for i in range(6)]
+
+
 def test_file_transfers_round_trip(engine: object, make_task: MakeTask, tmp_path: Path) -> None:
     src = tmp_path / "up"
     (src / "deep").mkdir(parents=True)
