@@ -4,6 +4,7 @@ commands, files, images, labels, limits, cleanup. Its security claims are in tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -209,6 +210,27 @@ def test_close_removes_the_container_and_is_idempotent(engine: docker.DockerClie
     container_id = run(go())
     with pytest.raises(docker.errors.NotFound):
         engine.containers.get(container_id)
+
+
+def test_a_start_cancelled_at_any_point_leaves_no_container(engine: docker.DockerClient, make_task: MakeTask) -> None:
+    task = make_task()
+    mine = {"label": f"{docker_host.OWNER}={docker_host.owner()}"}
+
+    async def go() -> None:
+        await (await DockerSandbox.start(task)).close()  # the image exists: starts are quick
+        for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
+            starting = asyncio.ensure_future(DockerSandbox.start(task))
+            await asyncio.sleep(delay)
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await (await starting).close()
+        for _ in range(300):  # a container created after the cancellation is removed when it appears
+            if not engine.containers.list(all=True, filters=mine):
+                return
+            await asyncio.sleep(0.1)
+
+    run(go())
+    assert engine.containers.list(all=True, filters=mine) == []
 
 
 def test_a_container_removed_behind_its_back_is_an_infrastructure_error(engine: docker.DockerClient,

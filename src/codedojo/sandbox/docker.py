@@ -125,17 +125,26 @@ class DockerSandbox:
     async def start(cls, task: Task, *, limits: SandboxLimits | None = None) -> DockerSandbox:
         limits = limits_for_task(task, limits or SandboxLimits())
         client = await _in_thread(docker_host.connect)
+        handed_off = False  # whether a callback now owns the client (to remove a container made too late)
         try:
             await _in_thread(docker_host.sweep_orphans_once, client)
             image = await _in_thread(docker_host.task_image, client, task)
             config = await _in_thread(docker_host.image_config, client, image)
             workdir = sandbox_path(task.config.environment.workdir or config.get("WorkingDir") or "/")
             name = f"codedojo-{re.sub(r'[^a-zA-Z0-9_.-]', '_', task.name)[:40]}-{secrets.token_hex(4)}"
-            container = await _in_thread(_create, client, image=image, name=name, workdir=workdir,
-                                                 env=task.config.environment.env, limits=limits,
-                                                 labels=docker_host.labels(task.name))
+            creating = asyncio.ensure_future(_in_thread(
+                _create, client, image=image, name=name, workdir=workdir, env=task.config.environment.env,
+                limits=limits, labels=docker_host.labels(task.name)))
+            try:
+                container = await asyncio.shield(creating)
+            except asyncio.CancelledError:
+                # The engine creates it anyway: remove it once it exists rather than leak it.
+                creating.add_done_callback(functools.partial(_remove_created, client))
+                handed_off = True
+                raise
         except BaseException as e:
-            client.close()
+            if not handed_off:
+                client.close()
             if isinstance(e, docker.errors.DockerException | requests.RequestException):
                 raise SandboxStartError(f"could not start a container for {task.name}: {e}") from e
             raise
@@ -398,6 +407,13 @@ def _create(client: docker.DockerClient, *, image: str, name: str, workdir: str,
         mem_limit=memory, memswap_limit=memory, pids_limit=limits.max_processes,
         security_opt=["no-new-privileges"],
     )
+
+
+def _remove_created(client: docker.DockerClient, creating: asyncio.Future[Any]) -> None:
+    if creating.cancelled() or creating.exception() is not None:
+        client.close()
+        return
+    _executor().submit(_remove, client, creating.result().id)
 
 
 def _remove(client: docker.DockerClient, container_id: str) -> None:
