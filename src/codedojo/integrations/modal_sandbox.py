@@ -48,6 +48,7 @@ from codedojo.integrations.modal_boot import (
 from codedojo.integrations.modal_limits import boot_gate, creation_bucket
 from codedojo.integrations.modal_sweeper import owner_tags
 from codedojo.sandbox.archive import extract_tree, pack
+from codedojo.sandbox.base import LOG_DIRS as BASE_LOG_DIRS
 from codedojo.sandbox.base import (
     ExecResult,
     SandboxClosedError,
@@ -63,7 +64,7 @@ from codedojo.tasks.task import Task
 q = shlex.quote
 RPC_GRACE_SEC = 30.0
 """How long past a command's own timeout a Modal call may take before the sandbox counts as broken."""
-LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+LOG_DIRS = tuple(f"/logs/{d}" for d in BASE_LOG_DIRS)
 
 
 def classify_exit(return_code: int, *, duration_sec: float, timeout_sec: float) -> tuple[bool, bool]:

@@ -15,9 +15,20 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from codedojo.tasks.task import Task
+
+# Harbor's in-environment layout, the same on every backend.
+LOG_DIRS = ("agent", "verifier", "artifacts")
+"""Subdirectories of /logs every sandbox starts with."""
+PROTECTED_MOUNTS = ("/tests", "/solution")
+"""Directories the host fills (after the agent, for /tests): emptied before every upload."""
+DEFAULT_MEMORY_MB = 4096
+DEFAULT_STORAGE_MB = 2048
 
 
 class SandboxError(RuntimeError):
@@ -129,6 +140,18 @@ class Sandbox(Protocol):
     async def close(self) -> None:
         """Stop every process and delete every file the sandbox made. Idempotent."""
         ...
+
+
+def limits_for_task(task: Task, base: SandboxLimits) -> SandboxLimits:
+    """Apply the task's [environment] resources to `base`; a task that forbids network keeps it off."""
+    env = task.config.environment
+    return replace(
+        base,
+        cpus=base.cpus if base.cpus is not None else env.cpus,
+        memory_mb=base.memory_mb or env.memory_mb or DEFAULT_MEMORY_MB,
+        storage_mb=base.storage_mb or env.storage_mb or DEFAULT_STORAGE_MB,
+        network=base.network and env.network_mode != "no-network",
+    )
 
 
 def sandbox_path(path: str) -> str:

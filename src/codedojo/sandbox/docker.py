@@ -55,16 +55,18 @@ import requests
 
 from codedojo.sandbox import archive, docker_host
 from codedojo.sandbox.base import (
+    LOG_DIRS,
+    PROTECTED_MOUNTS,
     ExecResult,
     SandboxClosedError,
     SandboxError,
     SandboxLimits,
     SandboxPathError,
     SandboxStartError,
+    limits_for_task,
     sandbox_path,
 )
 from codedojo.sandbox.docker_paths import PathProbe
-from codedojo.sandbox.local import LOG_DIRS, PROTECTED_MOUNTS, limits_for_task
 from codedojo.sandbox.output import OutputCapture
 from codedojo.tasks.task import Task
 

@@ -48,11 +48,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from codedojo.sandbox.base import (
+    DEFAULT_STORAGE_MB,
+    LOG_DIRS,
+    PROTECTED_MOUNTS,
     ExecResult,
     SandboxClosedError,
     SandboxLimits,
     SandboxPathError,
     SandboxStartError,
+    limits_for_task,
     sandbox_path,
 )
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
@@ -61,11 +65,6 @@ from codedojo.sandbox.workspace import prepare_environment
 from codedojo.tasks.task import Task
 
 DEFAULT_SANDBOX_UID = 900_000
-DEFAULT_STORAGE_MB = 2048
-DEFAULT_MEMORY_MB = 4096
-LOG_DIRS = ("agent", "verifier", "artifacts")
-# Directories the host fills and the sandbox may only read: an agent cannot plant files in them.
-PROTECTED_MOUNTS = ("/tests", "/solution")
 _swept = False
 
 
@@ -74,18 +73,6 @@ def sandbox_uid() -> int | None:
     if not is_root():
         return None
     return int(os.environ.get("CODEDOJO_SANDBOX_UID", DEFAULT_SANDBOX_UID))
-
-
-def limits_for_task(task: Task, base: SandboxLimits) -> SandboxLimits:
-    """Apply the task's [environment] resources to `base`; a task that forbids network keeps it off."""
-    env = task.config.environment
-    return replace(
-        base,
-        cpus=base.cpus if base.cpus is not None else env.cpus,
-        memory_mb=base.memory_mb or env.memory_mb or DEFAULT_MEMORY_MB,
-        storage_mb=base.storage_mb or env.storage_mb or DEFAULT_STORAGE_MB,
-        network=base.network and env.network_mode != "no-network",
-    )
 
 
 class LocalSandbox:
