@@ -27,7 +27,7 @@ from codedojo.config.dataset import task_row
 from codedojo.sandbox.workspace import cache_dir
 from codedojo.tasks.task import Task, discover_tasks
 
-HELD_OUT_REPOSITORIES = ("planegeo", "textkit", "unitconv")
+HELD_OUT_REPOSITORIES = ("moneybox", "planegeo", "textkit", "unitconv")
 SUITE_SEED = 0
 DEMO_SEED = 0
 DEFAULT_MODEL = "smollm2-135m-instruct"
