@@ -12,6 +12,7 @@ import torch
 
 from codedojo.inference import (
     ContextLengthError,
+    EngineClosedError,
     InvalidRequestError,
     LocalEngine,
     SamplingParams,
@@ -327,3 +328,21 @@ def test_many_concurrent_sessions(engine: LocalEngine, hf) -> None:
     for history, out in asyncio.run(run())[:3]:
         prompt = history[: -len(out.token_ids) - 1]
         assert_logprobs_exact(hf, prompt, out, 1.0)
+
+
+def test_close_fails_running_requests_and_refuses_new_ones(loaded: LoadedModel) -> None:
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1 << 16)
+
+    async def run():
+        running = asyncio.ensure_future(
+            engine.generate(prompt_of(10, seed=17), SamplingParams(max_new_tokens=450, ignore_eos=True))
+        )
+        await asyncio.sleep(0.05)
+        await engine.close()
+        with pytest.raises(EngineClosedError, match="closed while the request ran"):
+            await running
+        with pytest.raises(EngineClosedError):
+            await engine.generate([5, 6], SamplingParams())
+        await engine.close()  # idempotent
+
+    asyncio.run(run())

@@ -101,6 +101,7 @@ class LocalEngine:
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
+        self._post_lock = threading.Lock()  # nothing is posted after _Close, so nothing waits forever
         self._worker = threading.Thread(target=self._run, name="codedojo-engine", daemon=True)
         self._worker.start()
 
@@ -137,7 +138,7 @@ class LocalEngine:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
         request = self._request(prompt, params, session_id, _deliver_to(loop, future))
-        self._inbox.put(request)
+        self._post(request)
         try:
             return await future
         except asyncio.CancelledError:
@@ -148,7 +149,7 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._inbox.put(_EndSession(session_id, _deliver_to(loop, future)))
+        self._post(_EndSession(session_id, _deliver_to(loop, future)))
         await future
 
     async def update_weights(
@@ -162,7 +163,7 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
-        self._inbox.put(_UpdateWeights(state, strict, abort_running, _deliver_to(loop, future)))
+        self._post(_UpdateWeights(state, strict, abort_running, _deliver_to(loop, future)))
         return await future
 
     async def load_weights_from_disk(self, path: str | Path, *, abort_running: bool = False) -> int:
@@ -177,7 +178,7 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._inbox.put(_Call(fn, _deliver_to(loop, future)))
+        self._post(_Call(fn, _deliver_to(loop, future)))
         return await future
 
     async def stats(self) -> dict[str, Any]:
@@ -197,10 +198,11 @@ class LocalEngine:
         return await self.call(read)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._inbox.put(_Close())
+        with self._post_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._inbox.put(_Close())
         await asyncio.to_thread(self._worker.join)
 
     # ----- request preparation (caller's thread) --------------------------------------------------
@@ -208,6 +210,11 @@ class LocalEngine:
     def _check_open(self) -> None:
         if self._closed:
             raise EngineClosedError("the engine is closed")
+
+    def _post(self, command: Any) -> None:
+        with self._post_lock:
+            self._check_open()
+            self._inbox.put(command)
 
     def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, session_id: str | None) -> list[int]:
         if not isinstance(params, SamplingParams):
