@@ -1,0 +1,1 @@
+"""Tutorials: runnable scripts that walk through codedojo end to end (`python -m tutorials.<name>...`)."""

@@ -1,0 +1,1 @@
+"""Training a coding agent: `dataset.py` prepares the tasks and subsets, `main.py` trains on them."""

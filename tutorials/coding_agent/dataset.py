@@ -1,0 +1,206 @@
+"""Prepare tasks and train/eval subsets for the coding-agent tutorial.
+
+Run from the repository root:
+
+    python -m tutorials.coding_agent.dataset --smoke        # minutes on a 2-core CPU
+    python -m tutorials.coding_agent.dataset                # prepare, probe train-300, mixed subset
+    python -m tutorials.coding_agent.dataset prepare        # ingest, validate, split and sample only
+    python -m tutorials.coding_agent.dataset probe          # n episodes per task of the probe subset
+    python -m tutorials.coding_agent.dataset mixed          # keep its tasks with 0 < successes < n
+
+By default the tasks are codedojo's bundled suite, checked in local sandboxes and probed with
+SmolLM2-135M-Instruct. `--source swe-rebench` converts SWE-rebench V2 rows instead (their tasks run on
+prebuilt images: use `--sandbox docker` or `--sandbox modal`), and `--source folder --folder DIR` takes any
+folder of Harbor tasks. Every stage resumes where it stopped when rerun; docs/dataset.md lists the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SPLIT_SEED = 0
+TRAIN_SPLIT_SIZES = (4, 100, 300, 1000)
+EVAL_SPLIT_FRACTION = 0.2
+# The bundled suite has 12 repositories of 30 tasks: 15% puts two repositories in eval (54 of their 60
+# tasks) and leaves exactly 300 for training.
+EVAL_SPLIT_FRACTIONS = {"builtin": 0.15}
+EVAL_SPLIT_SIZES = (4,)
+PROBE_SUBSET = "train-300"
+PROBE_SAMPLES = 8
+MIN_GRADE = "A"
+
+HF_DATASET = "nebius/SWE-rebench-V2"
+DATASET_ROOTS = {"builtin": "builtin", "swe-rebench": "swe_rebench_v2", "folder": "harbor"}
+DATASET_ROOT = DATASET_ROOTS["builtin"]
+DATA_DIR = Path(os.environ.get("CODEDOJO_DATA_DIR", "data"))
+"""Local folder holding one folder per DATASET_ROOT; on Modal the data volume is mounted at /data."""
+
+SLIME_GIT_REPOSITORY = "https://github.com/modal-projects/slime.git"
+SLIME_GIT_REVISION = "a9f2e5631634affa2032d5f3f9df8d3f2bcbca62"
+"""The slime checkout the Modal image installs (codedojo's generate hook needs only mainline slime APIs)."""
+DATA_VOLUME_NAME = "codedojo-data"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sizes:
+    """How much the pipeline does: the full tutorial, or a run that fits a 2-core CPU (--smoke)."""
+
+    tier: str | None
+    limit: int | None
+    train_sizes: tuple[int, ...]
+    eval_sizes: tuple[int, ...]
+    probe_subset: str
+    n: int
+    smoke: bool
+    """Probe with the smoke recipe's agent budgets (main.make_recipe(smoke=True))."""
+
+
+FULL = Sizes(tier=None, limit=None, train_sizes=TRAIN_SPLIT_SIZES, eval_sizes=EVAL_SPLIT_SIZES,
+             probe_subset=PROBE_SUBSET, n=PROBE_SAMPLES, smoke=False)
+SMOKE = Sizes(tier="warmup", limit=24, train_sizes=(4, 8), eval_sizes=(4,), probe_subset="train-8", n=4, smoke=True)
+
+
+def prepare(root: Path, *, source: str, sizes: Sizes, rows: str = HF_DATASET, folder: Path | None = None,
+            min_grade: str | None = MIN_GRADE, validate: bool = True, sandbox: str = "local", workers: int = 2,
+            seed: int = SPLIT_SEED) -> dict[str, int]:
+    """Ingest, prefilter, validate, split and sample into `root`; returns the size of every subset written."""
+    from codedojo.data.ingest import ingest_builtin, ingest_folder, ingest_swerebench
+    from codedojo.data.prefilter import Criteria, prefilter
+    from codedojo.data.sample import sample_dataset
+    from codedojo.data.split import split_dataset
+    from codedojo.data.validation import validate_tasks
+
+    if source == "builtin":
+        rows_path = ingest_builtin(root=root, tier=sizes.tier, limit=sizes.limit, seed=seed, workers=workers)
+    elif source == "folder":
+        if folder is None:
+            raise ValueError("--source folder needs --folder DIR (a folder of Harbor task directories)")
+        rows_path = ingest_folder(folder, root=root)
+    else:
+        rows_path = ingest_swerebench(rows, root=root, limit=sizes.limit)
+        if min_grade:
+            rows_path, _ = prefilter(rows_path, output=root / "prefiltered.jsonl",
+                                     criteria=Criteria(min_grade=min_grade))
+    if validate:
+        rows_path = asyncio.run(validate_tasks(rows_path, output=root / "validated.jsonl", workers=workers,
+                                               backend=sandbox))
+    split = split_dataset(rows_path, eval_fraction=EVAL_SPLIT_FRACTIONS.get(source, EVAL_SPLIT_FRACTION), seed=seed)
+    print(split.text())
+    counts = {"eval": len(split.result.eval_rows), "train-full": len(split.result.train_rows)}
+    for prefix, pool, subset_sizes in (("eval", split.eval_path, sizes.eval_sizes),
+                                       ("train", split.train_path, sizes.train_sizes)):
+        available = counts[pool.name.removesuffix(".jsonl")]
+        for size in subset_sizes:
+            if size > available:
+                (root / f"{prefix}-{size}.jsonl").unlink(missing_ok=True)
+                print(f"skipping {prefix}-{size}: only {available} {prefix} tasks")
+                continue
+            counts[f"{prefix}-{size}"] = len(sample_dataset(pool, size=size, seed=seed).rows)
+    return counts
+
+
+def probe_recipe(*, smoke: bool) -> Any:
+    """The probe runs episodes with the local training recipe's own budgets (main.py), so that "solved k of
+    n" means what a training episode would see."""
+    from tutorials.coding_agent import main
+
+    return main.make_recipe(smoke=smoke, backend="local")
+
+
+async def probe(root: Path, *, sizes: Sizes, model: Any, model_name: str, sandbox: str = "local",
+                engine: Any = None) -> Path:
+    """n episodes per task of the probe subset; resumes from its journal. `engine`: an already open engine
+    (tests pass a scripted one); by default the model is loaded here."""
+    from codedojo.agent.engines import open_engine, profile_for
+    from codedojo.agent.rollout import RolloutConfig
+    from codedojo.data.probe import probe_tasks
+    from codedojo.train.trainer import agent_config_for
+    from codedojo.trial.runner import TrialOptions
+
+    recipe = probe_recipe(smoke=sizes.smoke)
+    rollout = RolloutConfig(max_open_sandboxes=recipe.max_open_sandboxes,
+                            max_inflight_generations=recipe.sglang_server_concurrency,
+                            trial=TrialOptions(backend=sandbox))
+    owned = engine is None
+    engine = engine or await open_engine(model)
+    try:
+        return await probe_tasks(root / f"{sizes.probe_subset}.jsonl", engine=engine, model=model_name, n=sizes.n,
+                                 seed=SPLIT_SEED, agent_config=agent_config_for(recipe, profile=profile_for(model)),
+                                 rollout=rollout)
+    finally:
+        if owned:
+            await engine.close()
+
+
+def mixed(root: Path, *, sizes: Sizes, model_name: str, from_dump: Path | None = None) -> Any:
+    """The mixed-reward subset of the probe subset, from the probe's counts (or an eval dump's)."""
+    from codedojo.data.dumps import probe_from_dump
+    from codedojo.data.mixed import mixed_subset
+    from codedojo.data.probe import probe_stem
+
+    source = root / f"{sizes.probe_subset}.jsonl"
+    if from_dump is not None:
+        counts = probe_from_dump(source, dump=from_dump, model=model_name, n=sizes.n)
+    else:
+        stem = probe_stem(source, model=model_name, n=sizes.n)
+        counts = stem.with_name(stem.name + ".json")
+    report = mixed_subset(source, probe=counts)
+    print(report.text())
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", nargs="?", choices=("all", "prepare", "probe", "mixed"), default="all")
+    parser.add_argument("--smoke", action="store_true", default=os.environ.get("CODEDOJO_SMOKE") == "1",
+                        help="sizes for a 2-core CPU: 24 warm-up tasks, train-4 and train-8, probe train-8 with n=4 "
+                        "(also CODEDOJO_SMOKE=1)")
+    parser.add_argument("--source", choices=tuple(DATASET_ROOTS), default="builtin", help="where tasks come from")
+    parser.add_argument("--rows", default=HF_DATASET, help="--source swe-rebench: a parquet/JSON/JSONL file or dataset")
+    parser.add_argument("--folder", type=Path, help="--source folder: a folder of Harbor tasks")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help=f"parent of the dataset root ({DATA_DIR})")
+    parser.add_argument("--dataset-root", help="folder name under --data-dir (default: per source)")
+    parser.add_argument("--limit", type=int, help="at most this many tasks (default: all; --smoke: 24)")
+    parser.add_argument("--min-grade", default=MIN_GRADE, help="SWE-rebench quality grade or better; 'none' keeps all")
+    parser.add_argument("--no-validate", action="store_true", help="skip the oracle/nop check")
+    parser.add_argument("--sandbox", choices=("local", "docker", "modal"), default="local", help="sandbox backend")
+    parser.add_argument("--workers", type=int, default=2, help="tasks generated and checked at once")
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="the probe's model")
+    parser.add_argument("--from-dump", type=Path, help="mixed: count an eval dump instead of the probe's episodes")
+    args = parser.parse_args(argv)
+
+    sizes = SMOKE if args.smoke else FULL
+    if args.limit is not None:
+        sizes = Sizes(**{**sizes.__dict__, "limit": args.limit})
+    name = args.dataset_root or DATASET_ROOTS[args.source]
+    if not name or name in {".", ".."} or "/" in name:
+        parser.error(f"dataset root must be a single folder name, got {name!r}")
+    root = args.data_dir / name
+    from codedojo.data.journal import JournalError
+
+    try:
+        if args.step in ("all", "prepare"):
+            counts = prepare(root, source=args.source, sizes=sizes, rows=args.rows, folder=args.folder,
+                             min_grade=None if args.min_grade.lower() == "none" else args.min_grade,
+                             validate=not args.no_validate, sandbox=args.sandbox, workers=args.workers)
+            print("\n".join(f"{subset}: {count}" for subset, count in counts.items()))
+        if args.step in ("all", "probe"):
+            asyncio.run(probe(root, sizes=sizes, model=args.model, model_name=args.model, sandbox=args.sandbox))
+        if args.step in ("all", "mixed"):
+            report = mixed(root, sizes=sizes, model_name=args.model, from_dump=args.from_dump)
+            print(f"train on it: CODEDOJO_TRAIN_SUBSET={report.path.stem} python -m tutorials.coding_agent.main"
+                  + (" --smoke" if args.smoke else ""))
+    except (ValueError, JournalError, FileNotFoundError) as e:
+        print(f"dataset: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
