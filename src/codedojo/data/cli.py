@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tier", choices=("warmup", "easy", "hard"), help="--builtin: only this tier")
     p.add_argument("--limit", type=int, help="--builtin / --swe-rebench: at most this many tasks")
     p.add_argument("--seed", type=int, default=0, help="--builtin: generation seed (default 0)")
+    p.add_argument("--repo", action="append", help="--builtin: only this bundled repository (repeatable)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="--builtin: mutants tested at once")
     p.set_defaults(func=_ingest)
 
@@ -123,7 +124,7 @@ def _ingest(args: argparse.Namespace) -> int:
     try:
         if args.builtin:
             out = ingest_builtin(root=args.root, tier=args.tier, limit=args.limit, seed=args.seed,
-                                 workers=args.workers)
+                                 repositories=tuple(args.repo or ()), workers=args.workers)
         elif args.folder:
             out = ingest_folder(args.folder, root=args.root)
         else:

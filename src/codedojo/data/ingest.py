@@ -95,18 +95,26 @@ def ingest_folder(folder: Path, *, root: Path, console: Console | None = None) -
 
 
 def ingest_builtin(*, root: Path, tier: str | None = None, limit: int | None = None, seed: int = 0,
-                   per_repo: int = 30, workers: int = 2, console: Console | None = None) -> Path:
-    """Generate the bundled suite into `<root>/tasks/` (resumable per repository) and list it."""
-    from codedojo.tasks.factory.pipeline import BUILTIN_REPOS, find_candidates, quota_for, task_spec, write_suite
+                   per_repo: int = 30, repositories: tuple[str, ...] = (), workers: int = 2,
+                   console: Console | None = None) -> Path:
+    """Generate the bundled suite (or its `repositories`) into `<root>/tasks/`, resumable per repository,
+    and list it."""
+    from codedojo.tasks.factory import pipeline
     from codedojo.tasks.factory.repository import scan_repository
 
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     root = Path(root)
     tasks_dir = root / TASKS
-    names = sorted(p.name for p in BUILTIN_REPOS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-    quota = quota_for(limit, num_repos=len(names), per_repo=per_repo, tier=tier)
-    settings = {"source": "builtin", "tier": tier, "limit": limit, "seed": seed, "per_repo": per_repo}
+    bundled = pipeline.BUILTIN_REPOS
+    names = sorted(p.name for p in bundled.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    unknown = sorted(set(repositories) - set(names))
+    if unknown:
+        raise ValueError(f"unknown bundled repository {', '.join(unknown)}; choose from {', '.join(names)}")
+    names = [n for n in names if not repositories or n in repositories]
+    quota = pipeline.quota_for(limit, num_repos=len(names), per_repo=per_repo, tier=tier)
+    settings = {"source": "builtin", "tier": tier, "limit": limit, "seed": seed, "per_repo": per_repo,
+                "repositories": names}
     journal = root / "all.ingest.jsonl"
     finished = {r["repository"]: r for r in open_journal(journal, settings=settings)}
     console = console or Console(stderr=True)
@@ -117,16 +125,16 @@ def ingest_builtin(*, root: Path, tier: str | None = None, limit: int | None = N
                 continue
             for stale in tasks_dir.glob(f"{name}-*"):  # a repository cut off mid-write starts over
                 shutil.rmtree(stale)
-            repo = scan_repository(BUILTIN_REPOS / name)
+            repo = scan_repository(bundled / name)
             done = quota * order
 
             def report(accepted: int, tested: int, *, name: str = name, done: int = done) -> None:
                 progress.update(bar, completed=done + accepted, note=f"{name}: {tested} mutants tested")
 
-            candidates = find_candidates(repo, seed=seed, quota=quota, workers=workers, on_progress=report)
-            specs = [task_spec(repo, c, index=i, seed=seed, source="codedojo-builtin")
+            candidates = pipeline.find_candidates(repo, seed=seed, quota=quota, workers=workers, on_progress=report)
+            specs = [pipeline.task_spec(repo, c, index=i, seed=seed, source="codedojo-builtin")
                      for i, c in enumerate(candidates)]
-            written = write_suite([repo], [specs], tasks_dir, tier=tier, limit=None)
+            written = pipeline.write_suite([repo], [specs], tasks_dir, tier=tier, limit=None)
             index = {spec.name: i for i, spec in enumerate(specs)}
             record = {"repository": name, "tasks": [[index[p.name], p.name] for p in written]}
             append_record(journal, record)
@@ -139,7 +147,7 @@ def ingest_builtin(*, root: Path, tier: str | None = None, limit: int | None = N
     for _, _, task in everything[len(chosen):]:
         shutil.rmtree(tasks_dir / task, ignore_errors=True)
     rows = [row_for(Task.load(tasks_dir / task), root=root) for task in chosen]
-    return _finish(root, rows, inputs=[{"bundled_repositories_tree_sha256": tree_sha256(BUILTIN_REPOS)}],
+    return _finish(root, rows, inputs=[{"bundled_repositories_tree_sha256": tree_sha256(bundled)}],
                    settings=settings, seed=seed, counts={"repositories": len(finished)})
 
 
