@@ -65,12 +65,12 @@ def apportion(size: int, weights: Mapping[Stratum, float], *,
 def pick(rows: Sequence[Row], quotas: Mapping[Stratum, int], *, rng: random.Random) -> list[Row]:
     """`quotas[s]` rows of each stratum, taken round-robin over repositories so that no repository
     dominates; the order within a repository and of the repositories is shuffled by `rng`."""
+    grouped: dict[Stratum, dict[str, list[Row]]] = {}
+    for row in rows:
+        grouped.setdefault(stratum(row), {}).setdefault(repository(row), []).append(row)
     chosen: list[Row] = []
     for s in sorted(quotas):
-        by_repo: dict[str, list[Row]] = {}
-        for row in rows:
-            if stratum(row) == s:
-                by_repo.setdefault(repository(row), []).append(row)
+        by_repo = grouped.get(s, {})
         repos = sorted(by_repo)
         rng.shuffle(repos)
         queues = []

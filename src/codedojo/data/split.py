@@ -79,37 +79,39 @@ def choose_eval_repositories(rows: Sequence[Row], *, quotas: dict[Stratum, int],
     random.Random(seed).shuffle(order)
     rank = {repo: i for i, repo in enumerate(order)}
     train_repos_with = Counter(s for counts in per_repo.values() for s in counts)
+    sizes = {repo: sum(counts.values()) for repo, counts in per_repo.items()}
     have: Counter[Stratum] = Counter()
     chosen: list[str] = []
 
-    def need(extra: Counter[Stratum]) -> tuple[int, int]:
-        deficit = sum(max(0, q - have[s] - extra[s]) for s, q in quotas.items())
-        return deficit, max(0, size - sum(have.values()) - sum(extra.values()))
+    def satisfied() -> bool:
+        return sum(have.values()) >= size and all(have[s] >= q for s, q in quotas.items())
 
-    while need(Counter()) != (0, 0):
-        now = need(Counter())
+    while not satisfied():
+        size_left = max(0, size - sum(have.values()))
         best, best_key = None, None
         for repo in order:
             counts = per_repo[repo]
-            if repo in chosen or any(train_repos_with[s] <= 1 for s in counts):
+            if any(train_repos_with[s] <= 1 for s in counts):
                 continue  # its move would leave some stratum with no training repository
-            after = need(counts)
-            gain = (now[0] - after[0], now[1] - after[1])
-            if gain <= (0, 0):
+            # How much of the remaining per-stratum quota, then of the remaining size, the repository covers.
+            covered = (sum(min(c, max(0, quotas.get(s, 0) - have[s])) for s, c in counts.items()),
+                       min(sizes[repo], size_left))
+            if covered == (0, 0):
                 continue
-            key = (gain, -sum(counts.values()), -rank[repo])
+            key = (covered, -sizes[repo], -rank[repo])
             if best_key is None or key > best_key:
                 best, best_key = repo, key
         if best is None:
             break
         chosen.append(best)
+        order.remove(best)
         have.update(per_repo[best])
         for s in per_repo[best]:
             train_repos_with[s] -= 1
-    if need(Counter()) == (0, 0):
+    if satisfied():
         for repo in reversed(list(chosen)):  # move back what the others already cover
             have.subtract(per_repo[repo])
-            if need(Counter()) == (0, 0):
+            if satisfied():
                 chosen.remove(repo)
             else:
                 have.update(per_repo[repo])
@@ -127,8 +129,9 @@ def split_rows(rows: Sequence[Row], *, eval_size: int, seed: int = 0,
                          f"got {eval_size}")
     weights = _weights(rows, balance=balance)
     eval_repos = choose_eval_repositories(rows, quotas=apportion(eval_size, weights), size=eval_size, seed=seed)
-    pool = [r for r in rows if repository(r) in set(eval_repos)]
-    train = [r for r in rows if repository(r) not in set(eval_repos)]
+    on_eval_side = set(eval_repos)
+    pool = [r for r in rows if repository(r) in on_eval_side]
+    train = [r for r in rows if repository(r) not in on_eval_side]
     if len(pool) < eval_size:
         raise SplitError(f"only {len(pool)} tasks can go to eval without leaving a stratum with no training "
                          f"repository; lower the eval size below {len(pool) + 1}")

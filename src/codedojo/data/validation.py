@@ -77,8 +77,8 @@ async def validate_tasks(source: Path, *, output: Path, workers: int = 2, backen
     options = TrialOptions(backend=backend)
     gate = asyncio.Semaphore(workers)
     console = console or Console(stderr=True)
-    tally = Counter("ok" if r["problem"] is None else "dropped" for r in records.values() if r["task"] in
-                    {row_key(x) for x in rows})
+    wanted = {row_key(r) for r in rows}
+    tally = Counter("ok" if r["problem"] is None else "dropped" for r in records.values() if r["task"] in wanted)
     with stage_progress("validating tasks (oracle x2, nop)", console=console) as progress:
         bar = progress.add_task("validate", total=len(rows), completed=sum(tally.values()),
                                 note=f"ok {tally['ok']} dropped {tally['dropped']}")
