@@ -150,3 +150,21 @@ def test_counts_from_an_eval_dump(tmp_path: Path) -> None:
     assert [r["label"] for r in mixed_subset(source, probe=path).rows] == ["alpha"]
     with pytest.raises(ValueError, match="n=4"):
         probe_from_dump(source, dump=dump, model="smollm2", n=4)
+
+
+def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: Path) -> None:
+    from codedojo.agent.evaluation import evaluate
+    from codedojo.tasks.task import Task
+
+    def script(session_id: str) -> list[str]:
+        task, seed = session_id.rsplit("-s", 1)
+        sample = int(seed) % 1009  # evaluate seeds episode j of task i with i * 1009 + j
+        return [RIGHT if sample in SOLVES[task] else WRONG, SUBMIT]
+
+    tasks = [Task.load(source.parent / "tasks" / name) for name in SOLVES]
+    folder = tmp_path / "trajectories"
+    asyncio.run(evaluate(tasks, engine=ScriptedPolicy(TOKENIZER, script), n=N, agent_config=AgentConfig(max_steps=3),
+                         rollout=RolloutConfig(max_open_sandboxes=4), trajectory_dir=folder))
+    _, _, counts = load_counts(probe_from_dump(source, dump=folder, model="scripted", n=N))
+    assert {k: (c.total, c.valid, c.solved) for k, c in counts.items()} == {
+        "always": (4, 4, 4), "never": (4, 4, 0), "mixed": (4, 4, 2)}

@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--model", default="smollm2-135m-instruct", help="model name or Hugging Face folder")
     p.add_argument("--n", type=int, default=8, help="episodes per task (default 8)")
     p.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
-    p.add_argument("--from-dump", type=Path, help="count a rollout dump (rollout_eval_0.pt) instead of running")
+    p.add_argument("--from-dump", type=Path,
+                   help="count a rollout dump (rollout_eval_0.pt) or a `codedojo eval --trajectories` folder instead")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
     p.add_argument("--max-steps", type=int, default=75, help="model replies per episode (default 75)")
     p.add_argument("--max-new-tokens", type=int, default=1024, help="tokens per reply (default 1024)")

@@ -1,13 +1,15 @@
-"""Probe counts from a rollout dump instead of new episodes: the tutorial's eval-dump workflow.
+"""Probe counts from episodes that were already run: the tutorial's eval-dump workflow.
 
-A training run with `save_debug_rollout_data` writes `rollout_eval_<step>.pt` with one record per eval
-episode (codedojo's local trainer and slime write the same `Sample` field names). Evaluating the
-probe subset with n samples per task and reading that dump gives the same counts file as
-`codedojo dataset probe`, at no extra cost when the evaluation was run anyway.
+Two sources: a rollout dump `rollout_eval_<step>.pt` (a training run with `save_debug_rollout_data`
+writes one record per eval episode; codedojo's local trainer and slime use the same `Sample` field
+names), or the folder of trajectory files `codedojo eval --trajectories DIR` writes. Evaluating the probe
+subset with n samples per task and reading either gives the same counts file as `codedojo dataset probe`,
+at no extra cost when the evaluation was run anyway.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,17 +55,35 @@ def records_from_samples(samples: Sequence[Mapping[str, Any]], rows: Sequence[Ro
     return records
 
 
-def probe_from_dump(source: Path, *, dump: Path, model: str, n: int) -> Path:
-    """Counts for the tasks of `source` from a dump of an evaluation with n samples per task."""
+def load_samples(dump: Path) -> list[dict[str, Any]]:
+    """The episodes of a rollout dump (.pt), or of a folder of trajectory files, as Sample-like dicts."""
+    dump = Path(dump)
+    if dump.is_dir():
+        samples = []
+        for path in sorted(dump.glob("*.json")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            rewards = data.get("rewards")
+            samples.append({"label": data.get("task_name"), "reward": data.get("reward"),
+                            "remove_sample": rewards is None,
+                            "metadata": {"solved": bool(rewards) and rewards.get("reward", 0.0) >= 1.0,
+                                         "episode_status": data.get("status")}})
+        return samples
+    if not dump.is_file():
+        raise FileNotFoundError(f"{dump}: no such rollout dump or trajectory folder")
     import torch
 
-    source, dump = Path(source), Path(dump)
-    if not dump.is_file():
-        raise FileNotFoundError(f"{dump}: no such rollout dump")
     payload = torch.load(dump, map_location="cpu", weights_only=True)  # data only: no pickled code runs
     samples = payload.get("samples") if isinstance(payload, dict) else None
     if not isinstance(samples, list):
         raise ValueError(f"{dump}: not a rollout dump (expected a dict with a 'samples' list)")
+    return samples
+
+
+def probe_from_dump(source: Path, *, dump: Path, model: str, n: int) -> Path:
+    """Counts for the tasks of `source` from a dump (or trajectory folder) of an evaluation with n samples
+    per task."""
+    source, dump = Path(source), Path(dump)
+    samples = load_samples(dump)
     rows = load_rows(source)
     counts = counts_from_records(records_from_samples(samples, rows))
     wrong = [k for k, c in counts.items() if c.total != n]

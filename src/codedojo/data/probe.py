@@ -30,7 +30,7 @@ from codedojo.data.progress import stage_progress
 from codedojo.data.provenance import describe_input, tasks_sha256, write_provenance, write_text_atomic
 from codedojo.data.rows import Row, load_rows, row_key, task_dir
 from codedojo.inference.protocol import Engine
-from codedojo.tasks.task import Task
+from codedojo.tasks.task import Task, TaskError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +173,7 @@ def _load_tasks(rows: Sequence[Row], *, base: Path) -> list[Task]:
     for row in rows:
         try:
             tasks.append(Task.load(task_dir(row, base=base)))
-        except Exception as e:  # every bad row is reported together below
+        except TaskError as e:  # every bad row is reported together below
             problems.append(f"{row_key(row)}: {e}")
     if problems:
         raise ValueError(f"{len(problems)} task(s) cannot be loaded:\n" + "\n".join(problems[:20]))
