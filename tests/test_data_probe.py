@@ -78,6 +78,9 @@ def test_an_interrupted_probe_resumes_without_repeating_episodes(source: Path) -
     journal = source.with_name("train-3-probe-scripted-n4.episodes.jsonl")
     finished = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     assert len(finished) == 5  # five episodes ended; the sixth was cut off and left no line
+    # The counts so far are saved on the way out, and can be read from the journal itself at any time.
+    partial = load_counts(source.with_name("train-3-probe-scripted-n4.json"))
+    assert partial == load_counts(journal) and sum(c.total for c in partial[2].values()) == 5
 
     second = CountingPolicy(_script_for(0))
     counts_path = asyncio.run(_probe(source, second))
@@ -168,3 +171,11 @@ def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: P
     _, _, counts = load_counts(probe_from_dump(source, dump=folder, model="scripted", n=N))
     assert {k: (c.total, c.valid, c.solved) for k, c in counts.items()} == {
         "always": (4, 4, 4), "never": (4, 4, 0), "mixed": (4, 4, 2)}
+
+
+def test_tasks_are_probed_in_turn_over_repositories() -> None:
+    from codedojo.data.probe import interleaved
+
+    rows = [synthetic_row(name, repository=name[0], language="python", difficulty="easy")
+            for name in ("a1", "a2", "a3", "b1", "c1", "c2")]
+    assert [rows[i]["label"] for i in interleaved(rows)] == ["a1", "b1", "c1", "a2", "c2", "a3"]

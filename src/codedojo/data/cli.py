@@ -97,7 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           description="Reads the probe's counts and writes <input>-mixed-reward-<slug>-n<n>.jsonl "
                           "in input order. No episode is run.")
     p.add_argument("--input", type=Path, required=True, help="the probed rows (e.g. train-300.jsonl)")
-    p.add_argument("--probe", type=Path, required=True, help="counts file from `codedojo dataset probe`")
+    p.add_argument("--probe", type=Path, required=True,
+                   help="counts file from `codedojo dataset probe`, or its .episodes.jsonl journal (also mid-run)")
     p.add_argument("--slug", help="name part after mixed-reward- (default: <model>-agentic)")
     p.add_argument("--allow-partial", action="store_true",
                    help="filter the tasks probed so far (the rest are reported as incomplete)")

@@ -1,6 +1,7 @@
 """Difficulty probe: n episodes per task with a frozen model, through the real agent loop.
 
-Every finished episode is appended to a journal (`<source>-probe-<model>-n<n>.episodes.jsonl`) at once;
+Tasks are probed in turn over repositories (all n episodes of a task before the next task), and every
+finished episode is appended to a journal (`<source>-probe-<model>-n<n>.episodes.jsonl`) at once;
 a rerun with the same settings runs only the (task, sample) pairs the journal lacks. Each episode's
 seed is a function of the probe seed, the task and the sample index, so a resumed probe samples the
 same episodes an uninterrupted one would. The per-task success counts go to
@@ -90,9 +91,17 @@ def save_counts(path: Path, counts: Mapping[str, TaskCounts], *, n: int, model: 
 
 
 def load_counts(path: Path) -> tuple[int, str, dict[str, TaskCounts]]:
-    """(n, model, counts) from a counts file written by `save_counts`."""
+    """(n, model, counts) from a counts file written by `save_counts`, or from a probe's episode journal
+    (`.episodes.jsonl`, also while the probe is still running)."""
+    path = Path(path)
+    if path.name.endswith(".episodes.jsonl"):
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.endswith("}")]
+        if not lines or "settings" not in lines[0]:
+            raise ValueError(f"{path}: not a probe journal (no settings header)")
+        settings = lines[0]["settings"]
+        return int(settings["n"]), str(settings["model"]), counts_from_records(lines[1:])
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         counts = {k: TaskCounts(**v) for k, v in data["tasks"].items()}
         return int(data["n"]), str(data["model"]), counts
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -135,8 +144,8 @@ async def probe_tasks(
     tasks = _load_tasks(rows, base=source.parent)
     records = open_journal(journal, settings=settings)
     done = {(str(r["task"]), int(r["sample"])) for r in records}
-    requests = [EpisodeRequest(task=tasks[i], group=i, sample=j, seed=episode_seed(seed, row_key(row), j))
-                for i, row in enumerate(rows) for j in range(n) if (row_key(row), j) not in done]
+    requests = [EpisodeRequest(task=tasks[i], group=i, sample=j, seed=episode_seed(seed, row_key(rows[i]), j))
+                for i in interleaved(rows) for j in range(n) if (row_key(rows[i]), j) not in done]
     keys = [row_key(r) for r in rows]
     wanted = set(keys)
     counts_so_far = counts_from_records(r for r in records if r["task"] in wanted)
@@ -156,16 +165,30 @@ async def probe_tasks(
             solved += episode.solved
             progress.update(bar, advance=1, note=f"solved {solved}")
 
-        await run_episodes(requests, engine=engine, agent_config=agent_config, rollout=rollout or RolloutConfig(),
-                           profile=profile, trajectory_dir=trajectory_dir, on_done=on_done)
-    counts = counts_from_records(r for r in records if r["task"] in wanted)
-    out = save_counts(stem.with_name(stem.name + ".json"), counts, n=n, model=model)
-    write_provenance(out, stage="probe", model=model, seed=seed,
-                     inputs=[describe_input(source), {"tasks_sha256": tasks_sha256(t.path for t in tasks)}],
-                     settings={**settings, "journal": journal.name, "ran_now": len(requests),
-                               "reused_from_journal": finished},
-                     counts=summarize(counts, n=n))
+        try:
+            await run_episodes(requests, engine=engine, agent_config=agent_config,
+                               rollout=rollout or RolloutConfig(), profile=profile, trajectory_dir=trajectory_dir,
+                               on_done=on_done)
+        finally:  # also when interrupted: the counts so far, for a partial filter (mixed --allow-partial)
+            counts = counts_from_records(r for r in records if r["task"] in wanted)
+            out = save_counts(stem.with_name(stem.name + ".json"), counts, n=n, model=model)
+            write_provenance(out, stage="probe", model=model, seed=seed,
+                             inputs=[describe_input(source), {"tasks_sha256": tasks_sha256(t.path for t in tasks)}],
+                             settings={**settings, "journal": journal.name, "reused_from_journal": finished},
+                             counts={**summarize(counts, n=n), "expected_episodes": len(rows) * n})
     return out
+
+
+def interleaved(rows: Sequence[Row]) -> list[int]:
+    """Row indices taking repositories in turn (first task of each, then the second, ...), so that a probe
+    stopped early has covered the repositories evenly rather than the first few completely."""
+    position: dict[str, int] = {}
+    keys = []
+    for i, row in enumerate(rows):
+        repo = str((row.get("metadata") or {}).get("repository") or "")
+        keys.append((position.get(repo, 0), repo, i))
+        position[repo] = position.get(repo, 0) + 1
+    return [i for _, _, i in sorted(keys)]
 
 
 def _load_tasks(rows: Sequence[Row], *, base: Path) -> list[Task]:
