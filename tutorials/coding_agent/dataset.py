@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(probe(root, sizes=sizes, model=args.model, model_name=args.model, sandbox=args.sandbox))
         if args.step in ("all", "mixed"):
             report = mixed(root, sizes=sizes, model_name=args.model, from_dump=args.from_dump)
-            print(f"train on it: CODEDOJO_TRAIN_SUBSET={report.path.stem} python -m tutorials.coding_agent.main"
-                  + (" --smoke" if args.smoke else ""))
+            subset = report.path.stem if report.rows else sizes.probe_subset
+            smoke = "CODEDOJO_SMOKE=1 " if args.smoke else ""
+            print(f"train on it: {smoke}CODEDOJO_TRAIN_SUBSET={subset} python -m tutorials.coding_agent.main")
     except (ValueError, JournalError, FileNotFoundError) as e:
         print(f"dataset: {e}", file=sys.stderr)
         return 2

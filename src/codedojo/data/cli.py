@@ -245,7 +245,7 @@ def _mixed(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as e:
         return _fail(str(e))
     print(report.text())
-    return 0
+    return 0 if report.rows else 1
 
 
 def _count(path: Path) -> int:

@@ -49,7 +49,8 @@ class MixedReport:
     histogram: dict[str, int]
 
     def text(self) -> str:
-        out = [f"{self.path.name}: kept {len(self.rows)} tasks ({CRITERION}, n={self.n}) -> {self.path}",
+        out = [f"{self.path.name}: kept {len(self.rows)} tasks ({CRITERION}, n={self.n}) -> {self.path}"
+               + ("" if self.rows else "\n  no task has mixed rewards: probe easier tasks or a stronger model"),
                "tasks by successes (k of n): " + ", ".join(f"{k}: {v}" for k, v in self.histogram.items()),
                f"  {'tier':<10} {'probed':>7} {'kept':>5} {'all-fail':>9} {'all-pass':>9} {'incomplete':>11}"]
         for t in self.tiers:
@@ -84,10 +85,8 @@ def mixed_subset(source: Path, *, probe: Path, slug: str | None = None, allow_pa
         raise ValueError(f"{probe} lacks complete probes of {len(missing)} of the {len(rows)} tasks of {source} "
                          f"(e.g. {missing[0]}); rerun `codedojo dataset probe` on {source.name} (it resumes), or "
                          "allow a partial subset")
+    # An empty subset is still written (with its report): "the model solves none of these" is a finding.
     kept = [r for r in rows if row_key(r) in counts and is_mixed(counts[row_key(r)], n=n)]
-    if not kept:
-        raise ValueError(f"no task of {source} has mixed rewards over {n} episodes; probe easier tasks or a "
-                         "stronger model")
     slug = slug or f"{model_slug(model)}-agentic"
     path = save_rows(source.with_name(mixed_name(source, slug=slug, n=n) + ".jsonl"), kept)
     probed = {row_key(r): counts[row_key(r)] for r in rows if row_key(r) in counts}
