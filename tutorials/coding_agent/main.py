@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -70,7 +69,14 @@ from tutorials.coding_agent.dataset import (
 SMOKE = os.environ.get("CODEDOJO_SMOKE", "1") != "0"
 SOURCE = os.environ.get("CODEDOJO_SOURCE", "builtin")
 BACKEND = os.environ.get("CODEDOJO_BACKEND", "local")
-SANDBOX = os.environ.get("CODEDOJO_SANDBOX", "local" if BACKEND == "local" else "modal")
+
+
+def default_sandbox(backend: str) -> str:
+    """CODEDOJO_SANDBOX, else local sandboxes for the local backend and Modal sandboxes on a cluster."""
+    return os.environ.get("CODEDOJO_SANDBOX") or ("local" if backend == "local" else "modal")
+
+
+SANDBOX = default_sandbox(BACKEND)
 DATASET_ROOT = DATASET_ROOTS.get(SOURCE, SOURCE)
 DATA_ROOT = (Path("/data") if BACKEND == "modal" else DATA_DIR) / DATASET_ROOT
 TRAIN_SUBSET = os.environ.get("CODEDOJO_TRAIN_SUBSET") or ("train-4" if SMOKE else "train-300")
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> Run:
     parser.add_argument("--train-subset", default=TRAIN_SUBSET, help=f"training subset (default {TRAIN_SUBSET})")
     parser.add_argument("--run-dir", type=Path, help="run directory (default runs/<run id>; an existing one resumes)")
     args = parser.parse_args(argv)
-    sandbox = args.sandbox or (SANDBOX if args.backend == BACKEND else "local" if args.backend == "local" else "modal")
+    sandbox = args.sandbox or default_sandbox(args.backend)
     data_root = (Path("/data") if args.backend == "modal" else DATA_DIR) / DATASET_ROOT
     if args.backend != "modal":
         missing = missing_subsets(data_root, (args.train_subset, *EVAL_SUBSETS))
@@ -190,4 +196,3 @@ def main(argv: list[str] | None = None) -> Run:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)
