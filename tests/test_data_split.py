@@ -111,3 +111,16 @@ def test_split_and_sample_write_rows_and_provenance(tmp_path: Path) -> None:
         assert record["inputs"][0]["sha256"] and record["seed"] == 7 and record["codedojo_version"]
         assert record["output_sha256"] and record["created_at"]
     assert json.loads((tmp_path / "eval.provenance.json").read_text())["inputs"][0]["path"] == str(source)
+
+
+def test_the_cli_splits_and_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from codedojo.cli import main
+
+    source = tmp_path / "validated.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _pool(2)))
+    assert main(["dataset", "split", "--input", str(source), "--eval-size", "12", "--seed", "3"]) == 0
+    assert "eval: 12 tasks" in capsys.readouterr().out
+    assert main(["dataset", "sample", "--input", str(tmp_path / "eval.jsonl"), "--size", "4"]) == 0
+    assert len((tmp_path / "eval-4.jsonl").read_text().splitlines()) == 4
+    assert main(["dataset", "sample", "--input", str(tmp_path / "eval.jsonl"), "--size", "40"]) == 2
+    assert "between 1 and 12" in capsys.readouterr().err
