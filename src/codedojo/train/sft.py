@@ -44,8 +44,8 @@ class SFTConfig:
     """AdamW weight decay."""
     batch_sequences: int = 8
     """Trajectories per optimizer step."""
-    max_tokens_per_gpu: int = 4096
-    """Token budget of a micro-batch."""
+    max_tokens_per_gpu: int = 2048
+    """Token budget of a micro-batch (activations of SmolLM2 take ~1.4 GB per 1000 tokens in fp32)."""
     log_probs_chunk_size: int = 256
     """Positions per chunk of the vocabulary projection."""
     clip_grad: float = 1.0
