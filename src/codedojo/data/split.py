@@ -3,9 +3,9 @@
 1. Each stratum's share of the eval set is its weight (its share of the input, or equal shares), and
    its quota is apportioned from the eval size (codedojo.data.balance).
 2. Whole repositories move to the eval side, greedily: each time the one that covers the most of the
-   remaining per-stratum quota (then of the remaining size; then the smaller one, keeping more for
-   training; then the seeded order), never one whose move would leave a stratum without a training
-   repository. Repositories that turn out unnecessary are moved back.
+   remaining per-stratum quota (then the smaller one, keeping more for training and spreading eval over
+   more repositories; then the seeded order), never one whose move would leave a stratum without a
+   training repository. Repositories that turn out unnecessary are moved back.
 3. eval.jsonl takes exactly `eval_size` tasks of the eval repositories, per stratum quota, round-robin
    over the repositories; the eval repositories' other tasks are left out of both sets, so no
    repository is on both sides. train-full.jsonl is every task of the other repositories.
@@ -87,16 +87,14 @@ def choose_eval_repositories(rows: Sequence[Row], *, quotas: dict[Stratum, int],
         return sum(have.values()) >= size and all(have[s] >= q for s, q in quotas.items())
 
     while not satisfied():
-        size_left = max(0, size - sum(have.values()))
         best, best_key = None, None
         for repo in order:
             counts = per_repo[repo]
             if any(train_repos_with[s] <= 1 for s in counts):
                 continue  # its move would leave some stratum with no training repository
-            # How much of the remaining per-stratum quota, then of the remaining size, the repository covers.
-            covered = (sum(min(c, max(0, quotas.get(s, 0) - have[s])) for s, c in counts.items()),
-                       min(sizes[repo], size_left))
-            if covered == (0, 0):
+            # How much of the remaining per-stratum quota the repository covers (the quotas sum to `size`).
+            covered = sum(min(c, max(0, quotas.get(s, 0) - have[s])) for s, c in counts.items())
+            if covered == 0:
                 continue
             key = (covered, -sizes[repo], -rank[repo])
             if best_key is None or key > best_key:
