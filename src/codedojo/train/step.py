@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,12 +62,19 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     if not samples:
         return {"train/samples": 0.0}
     use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
-    old = _score(policy, samples, recipe, reference=False)
-    ref = _score(policy, samples, recipe, reference=True) if use_kl else [None] * len(samples)  # type: ignore[list-item]
-    prepared = [_Prepared(s, o, r) for s, o, r in zip(samples, old, ref, strict=True)]
-    metrics = _mismatch(prepared, policy.device)
+    # A sample with advantage 0 adds nothing to the policy-gradient term, so unless a KL or entropy term
+    # needs it, it is not run through the model at all (it still counts in the token normaliser, so the
+    # loss is exactly the same as if it had been).
+    needs_all = use_kl or recipe.entropy_coef != 0.0
+    active = [i for i, s in enumerate(samples) if needs_all or s.advantage != 0.0]
+    scored = [samples[i] for i in active] or list(samples[:2])  # keep measuring the mismatch
+    old = _score(policy, scored, recipe, reference=False)
+    ref = _score(policy, scored, recipe, reference=True) if use_kl else [None] * len(scored)  # type: ignore[list-item]
+    by_index = {i: _Prepared(s, o, r) for i, s, o, r in zip(active, scored, old, ref, strict=False)}
+    metrics = _mismatch([_Prepared(s, o, r) for s, o, r in zip(scored, old, ref, strict=True)], policy.device)
+    metrics["train/skipped_zero_advantage"] = float(len(samples) - len(active))
 
-    order = list(range(len(prepared)))
+    order = list(range(len(samples)))
     rng.shuffle(order)
     size = recipe.effective_global_batch_size
     low, high = recipe.effective_clip
@@ -74,9 +82,15 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     grad_norms: list[float] = []
     trained_tokens = 0
     for start in range(0, len(order), size):
-        step_items = [prepared[i] for i in order[start:start + size]]
-        num_tokens = sum(p.sample.num_trainable for p in step_items)
-        trained_tokens += num_tokens
+        group = order[start:start + size]
+        num_tokens = sum(samples[i].num_trainable for i in group)
+        step_items = [by_index[i] for i in group if i in by_index]
+        trained_tokens += sum(p.sample.num_trainable for p in step_items)
+        if not step_items:  # nothing to learn from in this optimizer step; keep the schedule in time
+            with warnings.catch_warnings():  # stepping the schedule without an optimizer step is deliberate
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+                scheduler.step()
+            continue
         for indices in _micro_batches([p.sample for p in step_items], recipe.max_tokens_per_gpu):
             micro = [step_items[i] for i in indices]
             parts = _micro_loss(policy, micro, recipe, num_tokens=num_tokens, eps_low=low, eps_high=high,
@@ -97,16 +111,17 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-    steps = max(1, -(-len(order) // size))
+    steps = max(1, len(grad_norms))
     seconds = time.monotonic() - started
     metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
     metrics.update({
-        "train/grad_norm": sum(grad_norms) / len(grad_norms), "train/lr": scheduler.get_last_lr()[0],
-        "train/optimizer_steps": float(steps), "train/samples": float(len(samples)),
+        "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
+        "train/lr": scheduler.get_last_lr()[0],
+        "train/optimizer_steps": float(len(grad_norms)), "train/samples": float(len(samples)),
         "train/trained_tokens": float(trained_tokens),
-        "train/tokens": float(sum(len(p.sample.token_ids) for p in prepared)),
+        "train/tokens": float(sum(len(p.sample.token_ids) for p in by_index.values())),
         "perf/train_seconds": seconds,
-        "perf/train_tokens_per_sec": sum(len(p.sample.token_ids) for p in prepared) / max(seconds, 1e-9),
+        "perf/train_tokens_per_sec": sum(len(p.sample.token_ids) for p in by_index.values()) / max(seconds, 1e-9),
     })
     return metrics
 
