@@ -16,8 +16,9 @@ Workloads (every turn samples exactly its token count: ignore_eos, temperature 1
      a plain HF model does.
 
 Prints one JSON object: per workload, both sides' generated tokens/s, seconds, prompt tokens computed,
-the ratio (ours / HF) and the peak RSS during each side; plus the environment. `--scale` shrinks every
-count (episodes, turns, tokens) for a quick smoke run.
+the ratio (ours / HF) and the peak RSS during each side; plus the environment, including the load
+average (the machine is shared: other processes slow both sides, which is why the sides alternate).
+`--scale` shrinks every count (episodes, turns, tokens) for a quick smoke run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import random
 import threading
@@ -278,11 +280,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "repeat": args.repeat,
         "load_seconds": round(load_s, 1),
         "kv_budget_tokens": engine.kv_budget_tokens,
+        "load_average_at_start": [round(x, 1) for x in os.getloadavg()],
     }
     workloads = {"a": workload_a, "b": workload_b, "c": workload_c}
     for name in args.workloads:
         results[name] = await workloads[name](engine, hf, vocab, args.scale, args.repeat)
         print(json.dumps({name: results[name]}), flush=True)
+    results["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
     stats = await engine.stats()
     results["engine_counters"] = {k: v for k, v in stats.items() if k != "parked_sessions"}
     await engine.close()

@@ -13,7 +13,7 @@ matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +115,23 @@ class _Layer:
     down_bias: torch.Tensor | None
 
 
+Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def pick_linear(device: torch.device, dtype: torch.dtype) -> Linear:
+    """oneDNN's linear on CPU fp32 (what torch.compile's CPU backend calls): measured here 10% faster
+    than F.linear (MKL) for a batch-8 decode step, 17% at batch 32 and 26% for a 512-token prefill
+    chunk. F.linear everywhere else."""
+    if device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
+        if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+            return _onednn_linear
+    return F.linear
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     # In fp32 like HF's LlamaRMSNorm, whatever the model dtype.
     x32 = x.float()
@@ -176,6 +193,7 @@ class Transformer:
         self.cos = (angles.cos() * attention_scaling).to(device=self.device, dtype=dtype)
         self.sin = (angles.sin() * attention_scaling).to(device=self.device, dtype=dtype)
         self._targets = self._name_targets()
+        self._linear = pick_linear(self.device, dtype)
 
     @property
     def kv_shape(self) -> KVShape:
@@ -241,6 +259,7 @@ class Transformer:
     def forward(self, step: StepBatch, cache: KVCache) -> torch.Tensor:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
+        linear = self._linear
         n = step.token_ids.shape[0]
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         x = self.embed[step.token_ids]  # [n, hidden]
@@ -248,7 +267,7 @@ class Transformer:
         sin = self.sin[step.positions][:, None, :]
         for index, layer in enumerate(self.layers):
             h = _rms_norm(x, layer.input_norm, c.rms_norm_eps)
-            qkv = F.linear(h, layer.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
+            qkv = linear(h, layer.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
             q = qkv[:, :q_size].view(n, c.num_heads, c.head_dim)
             k = qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim)
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
@@ -257,12 +276,12 @@ class Transformer:
                 k = _rms_norm(k, layer.k_norm, c.rms_norm_eps)
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
-            x = x + F.linear(attn.view(n, q_size), layer.o, layer.o_bias)
+            x = x + linear(attn.view(n, q_size), layer.o, layer.o_bias)
             h = _rms_norm(x, layer.post_norm, c.rms_norm_eps)
-            gate, up = F.linear(h, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
+            gate, up = linear(h, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, layer.down, layer.down_bias)
         h = _rms_norm(x[step.sample_tokens], self.norm, c.rms_norm_eps)
-        return F.linear(h, self.lm_head).float()
+        return linear(h, self.lm_head, None).float()
 
     def _attention(
         self,
