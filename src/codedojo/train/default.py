@@ -131,7 +131,7 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     })
     console.print(f"embedded default: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out tasks "
                   f"(repositories {', '.join(HELD_OUT_REPOSITORIES)})")
-    sft = SFTConfig(epochs=1, lr=5e-5, batch_sequences=8)
+    sft = SFTConfig(epochs=1, lr=1e-4, batch_sequences=8)
     demo_tasks = train_tasks
     warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
                       agent_max_steps=recipe.extra_config.agentic_max_steps, device=device, console=console)
