@@ -223,11 +223,13 @@ async def compare(
     machine the minimum is the measurement least disturbed by other processes."""
     best: dict[str, dict[str, Any]] = {}
     for _ in range(repeat):
+        await ours.call(reset_kv_peak)
         before = await ours.stats()
         result = await timed(run_ours)
         after = await ours.stats()
         result["prompt_tokens_computed"] = after["prefill_tokens"] - before["prefill_tokens"]
         result["prompt_tokens_reused"] = after["cached_tokens"] - before["cached_tokens"]
+        result["kv_peak_mib"] = after["kv_peak_tokens"] * after["kv_bytes_per_token"] >> 20
         keep_faster(best, "ours", result)
         hf.prompt_tokens = 0
         result = await timed(run_hf)
@@ -235,6 +237,10 @@ async def compare(
         keep_faster(best, "hf", result)
     ratio = round(best["ours"]["tok_s"] / best["hf"]["tok_s"], 2)
     return {"shape": shape, "ours": best["ours"], "hf": best["hf"], "ratio": ratio}
+
+
+def reset_kv_peak(scheduler: Any) -> None:
+    scheduler.kv_peak_tokens = 0
 
 
 async def timed(run: Callable[[], Awaitable[int]]) -> dict[str, Any]:

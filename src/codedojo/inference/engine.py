@@ -192,6 +192,8 @@ class LocalEngine:
                 "parked_tokens": s.parked_tokens,
                 "kv_allocated_tokens": s.cache.allocated_tokens,
                 "kv_budget_tokens": s.kv_budget_tokens,
+                "kv_peak_tokens": s.kv_peak_tokens,
+                "kv_bytes_per_token": s.cache.shape.bytes_per_token,
                 **s.counters,
             }
 

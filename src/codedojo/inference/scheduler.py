@@ -133,6 +133,8 @@ class Scheduler:
         self.parked_tokens = 0
         self.weight_version = 0
         self.counters = {"steps": 0, "prefill_tokens": 0, "decode_tokens": 0, "cached_tokens": 0, "evictions": 0}
+        self.kv_peak_tokens = 0
+        """Most KV positions held at once (allocated rows plus parked sessions)."""
 
     # ----- commands -------------------------------------------------------------------------------
 
@@ -331,6 +333,10 @@ class Scheduler:
             keep = [r.kv_len for r in self.rows]
             self.cache.reserve(rows=rows, capacity=capacity, keep=keep + [0] * (self.cache.rows - len(keep)))
             self._evict(protect=None)
+        self._note_peak()
+
+    def _note_peak(self) -> None:
+        self.kv_peak_tokens = max(self.kv_peak_tokens, self.cache.allocated_tokens + self.parked_tokens)
 
     def _make_room(self, length: int, *, keep: Session | int | None) -> bool:
         """Can one more row of `length` positions be allocated within budget (evicting parked KV)?"""
@@ -388,6 +394,7 @@ class Scheduler:
                 session.tokens = np.asarray(request.tokens()[: request.kv_len], dtype=np.int64)
                 self.parked_tokens += request.kv_len
                 self.sessions.move_to_end(request.session_id)
+                self._note_peak()
         last = len(self.rows) - 1
         if row != last:
             self.cache.move_row(last, row, self.rows[last].kv_len)

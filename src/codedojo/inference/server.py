@@ -279,7 +279,7 @@ async def serve(engine: LocalEngine, *, model_name: str, host: str, port: int,
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port  # type: ignore[union-attr]
+    bound = runner.addresses[0][1] if runner.addresses else port
     if ready is not None:
         ready(f"http://{host}:{bound}")
     try:

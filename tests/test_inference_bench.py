@@ -1,0 +1,24 @@
+"""bench/engine.py still runs end to end (tiny model, every count scaled down)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+from pathlib import Path
+
+
+def test_engine_bench_runs_all_workloads_on_a_tiny_model() -> None:
+    path = Path(__file__).resolve().parents[1] / "bench" / "engine.py"
+    spec = importlib.util.spec_from_file_location("bench_engine", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(model="tiny-llama", device="cpu", dtype="float32", workloads="abc", scale=0.1,
+                              repeat=1, threads=0)
+    results = asyncio.run(bench.main(args))
+    for name in "abc":
+        workload = results[name]
+        assert workload["ours"]["generated"] == workload["hf"]["generated"] > 0
+        assert workload["ratio"] > 0
+    assert results["b"]["ours"]["prompt_tokens_computed"] < results["b"]["hf"]["prompt_tokens_computed"]
