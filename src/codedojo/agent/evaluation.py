@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.inference.protocol import Engine
 from codedojo.tasks.task import Task
 
@@ -101,17 +100,7 @@ async def evaluate(tasks: Sequence[Task], *, engine: Engine, n: int, agent_confi
     requests = [EpisodeRequest(task=task, group=i, sample=j, seed=seed * 100_003 + i * 1009 + j)
                 for i, task in enumerate(tasks) for j in range(n)]
     started = time.monotonic()
-    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("solved {task.fields[solved]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task("eval", total=len(requests), solved=0)
-        solved = 0
-
-        def done(episode: Episode) -> None:
-            nonlocal solved
-            solved += episode.solved
-            progress.update(bar, advance=1, solved=solved)
-
-        episodes = await run_episodes(requests, engine=engine, agent_config=agent_config, rollout=rollout,
-                                      profile=profile, trajectory_dir=trajectory_dir, on_done=done)
+    episodes = await run_episodes_with_progress(requests, label="evaluating", console=console, engine=engine,
+                                                agent_config=agent_config, rollout=rollout, profile=profile,
+                                                trajectory_dir=trajectory_dir)
     return score(episodes, tasks=tasks, n=n, wall_sec=time.monotonic() - started)

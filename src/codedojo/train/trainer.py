@@ -23,12 +23,11 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from codedojo.agent.engines import profile_for
 from codedojo.agent.evaluation import EvalReport, evaluate
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
 from codedojo.inference.protocol import Engine, SamplingParams
 from codedojo.sandbox.base import SandboxLimits
@@ -277,19 +276,9 @@ class LocalTrainer:
                                    seed=(recipe.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
                     for g, t in enumerate(picked) for s in range(recipe.n_samples_per_prompt)]
         started = time.monotonic()
-        columns = (TextColumn(f"step {step + 1}/{recipe.num_rollout} episodes"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn())
-        with Progress(*columns, console=self.console, transient=True) as progress:
-            bar = progress.add_task("rollout", total=len(requests), solved=0)
-            solved = 0
-
-            def done(e: Episode) -> None:
-                nonlocal solved
-                solved += e.solved
-                progress.update(bar, advance=1, solved=solved)
-
-            episodes = await run_episodes(requests, engine=engine, agent_config=agent_config, rollout=rollout,
-                                          on_done=done)
+        episodes = await run_episodes_with_progress(requests, label=f"step {step + 1}/{recipe.num_rollout} episodes",
+                                                    console=self.console, engine=engine, agent_config=agent_config,
+                                                    rollout=rollout)
         return episodes, time.monotonic() - started
 
     async def _evaluate(self, engine: Engine, *, step: int, metrics: MetricsLog, rollout: RolloutConfig) -> None:
