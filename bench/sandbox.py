@@ -89,8 +89,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         t0 = time.perf_counter()
         await asyncio.gather(*(b.close() for b in boxes))
         closed = time.perf_counter() - t0
-        leftovers = [p.name for p in state_root().iterdir() if not p.name.startswith(".")] \
-            if state_root().exists() else []
+        leftovers = [b.sandbox_id for b in boxes if (state_root() / b.sandbox_id).exists()]
 
     exec_sb, exec_plain = summary(sandbox_times), summary(plain_times)
     return {

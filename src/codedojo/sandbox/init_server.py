@@ -2,8 +2,9 @@
 
 This file runs INSIDE the sandbox under the host's own python3 (`python3 -I -S -c <this source> FD`), so
 it uses only the standard library and stays compatible with Python 3.8. It imports only modules that
-load fast (marshal instead of json, _socket instead of socket) because its start-up is part of every
-episode's start. It talks to the host over the SOCK_SEQPACKET socket FD, one marshal'd dict per packet:
+load fast (marshal instead of json, _socket instead of socket, _signal instead of signal, no array: the
+pure-Python wrappers pull in enum and collections, tens of milliseconds) because its start-up is part of
+every episode's start. It talks to the host over the SOCK_SEQPACKET socket FD, one marshal'd dict per packet:
 
     host -> init: {"op": "exec", "argv": [...], "cwd": ..., "env": {...}, "rlimits": {...}}
                   with the command's stdout and stderr pipe ends attached (SCM_RIGHTS)
@@ -16,17 +17,17 @@ unless it installed a handler (it installs none), and it marks itself non-dumpab
 ptrace it or open its descriptors through /proc.
 """
 
+import _signal
 import _socket
-import array
 import ctypes
 import marshal
 import os
 import resource
 import select
-import signal
 import sys
 
 PR_SET_DUMPABLE = 4
+FD_SIZE = 4  # a C int, as SCM_RIGHTS carries descriptors
 RLIMITS = {
     "cpu": resource.RLIMIT_CPU,
     "fsize": resource.RLIMIT_FSIZE,
@@ -41,14 +42,15 @@ def send(sock, message):
 
 
 def receive(sock):
-    fds = array.array("i")
-    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, _socket.CMSG_LEN(2 * fds.itemsize))
+    fds = []
+    data, ancdata, _flags, _addr = sock.recvmsg(1 << 20, _socket.CMSG_LEN(2 * FD_SIZE))
     for level, kind, payload in ancdata:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+            for at in range(0, len(payload) - FD_SIZE + 1, FD_SIZE):
+                fds.append(int.from_bytes(payload[at:at + FD_SIZE], sys.byteorder, signed=True))
     if not data:
         return None, []
-    return marshal.loads(data), list(fds)
+    return marshal.loads(data), fds
 
 
 def others():
@@ -82,7 +84,7 @@ def kill_everything():
             return
         for pid in pids:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, _signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         reap()

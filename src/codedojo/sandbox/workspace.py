@@ -141,8 +141,18 @@ def _chown_tree(root: Path, uid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
+_prepared: dict[tuple[str, int | None, str], PreparedEnvironment] = {}
+
+
 async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnvironment:
-    """Realise the task's environment once (cached) and return its lower layer."""
+    """Realise the task's environment once (cached) and return its lower layer.
+
+    Within a process a task's environment is read once: episodes of the same task reuse the result without
+    walking its files again (edit a task's files between processes, not during a run)."""
+    memo = (str(task.path.resolve()), uid, str(cache_dir()))
+    known = _prepared.get(memo)
+    if known is not None and known.lower.is_dir():
+        return known
     plan = await asyncio.to_thread(plan_for, task)
     env = {**dict(plan.env), **task.config.environment.env}
     key = await asyncio.to_thread(_digest, task, plan, uid)
@@ -157,7 +167,8 @@ async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnviron
                 await _build(task, plan, env=env, uid=uid, final=final)
         finally:
             os.close(lock_fd)
-    return PreparedEnvironment(lower=final, workdir=plan.workdir, env=env)
+    _prepared[memo] = PreparedEnvironment(lower=final, workdir=plan.workdir, env=env)
+    return _prepared[memo]
 
 
 async def _build(task: Task, plan: BuildPlan, *, env: dict[str, str], uid: int | None, final: Path) -> None:
