@@ -194,3 +194,38 @@ def test_unsupported_environments_fail_to_start_with_the_reason(make_task: MakeT
     task = make_task(environment=EnvironmentConfig(docker_image="swerebenchv2/x:1"))
     with pytest.raises(Exception, match="prebuilt image; the local backend does not pull images"):
         run(start_sandbox(task))
+
+
+def test_a_bubblewrap_failure_is_a_start_error_with_its_message(tmp_path: Path) -> None:
+    from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
+
+    launch = Launch(uid=None, cgroup_procs=(), limits=SandboxLimits(), rlimit_memory=False, nproc_limit=None)
+    missing = tmp_path / "not-there"
+
+    async def go() -> None:
+        with pytest.raises(SandboxStartError, match=r"the sandbox did not start: .*not-there"):
+            await IsolatedShell.start(launch=launch, binds=[Bind(str(missing), "/x", writable=False)], cwd="/",
+                                      timeout_sec=10)
+
+    run(go())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_the_init_and_its_commands_are_inside_every_sandbox_cgroup(make_task: MakeTask) -> None:
+    task = make_task()
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task) as sb:
+            if sb._cgroup is None:
+                pytest.skip("no cgroup v1 hierarchy on this host")
+            assert sb._shell is not None and sb._shell.init_pid_host is not None
+            running = asyncio.create_task(sb.exec("sleep 1.5"))
+            await asyncio.sleep(0.7)
+            commands = sb.command_pids()
+            assert commands, "the running command is not in the sandbox's cgroup"
+            for procs in sb._cgroup.procs_files:
+                members = {int(p) for p in Path(procs).read_text().split()}
+                assert {sb._shell.init_pid_host, *commands} <= members, procs
+            assert (await running).return_code == 0
+
+    run(go())

@@ -1,12 +1,16 @@
 """A bubblewrap namespace with an init process that runs commands on request (`IsolatedShell`).
 
-Starting a sandbox launches, once, a short chain of execs (Python never forks with a callback, which
-would copy a large trainer process and is unsafe with threads):
+Starting a sandbox launches, once, two programs (Python never forks with a callback, which would copy a
+large trainer process and is unsafe with threads; the uid and groups are dropped by subprocess's own C
+code between fork and exec):
 
-    bash launcher (root) : joins the sandbox's cgroups
-    -> setpriv           : drops to the unprivileged sandbox uid (when started as root)
-    -> bwrap             : new user/pid/net/ipc/uts/cgroup/mount namespaces and the filesystem layout
-    -> python3 init      : PID 1 of the namespace (codedojo/sandbox/init_server.py)
+    bwrap (as the unprivileged sandbox uid when started as root): new user/pid/net/ipc/uts/cgroup/mount
+          namespaces and the filesystem layout, then exec of
+    -> python3 init : PID 1 of the namespace (codedojo/sandbox/init_server.py)
+
+The init's host pid comes back on bwrap's status descriptor and is written into the sandbox's cgroups
+before `start()` returns, so every command (forked by the init, only after that) is born inside them;
+until then the init runs nothing but its own start-up.
 
 Each command is then a fork+exec of `bash -c` by the init process, which costs about as much as a
 plain subprocess; rlimits are applied in the forked child. The init process and everything in the
@@ -39,7 +43,6 @@ from codedojo.sandbox.base import (
 from codedojo.sandbox.host import SYSTEM_DIRS, bwrap_path, sandbox_python
 from codedojo.sandbox.output import OutputCapture
 
-LAUNCHER = 'while [ "$1" != "--" ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 _KILL_GRACE_SEC = 5.0
 
 
@@ -140,16 +143,14 @@ class IsolatedShell:
             raise SandboxStartError("the local sandbox needs the host's python3 in /usr/bin (apt-get install python3)")
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_r, status_w = os.pipe()
-        argv = ["/bin/bash", "-c", LAUNCHER, "codedojo-launch", *launch.cgroup_procs, "--"]
-        if launch.uid is not None:
-            argv += ["setpriv", f"--reuid={launch.uid}", f"--regid={launch.uid}", "--clear-groups", "--"]
-        argv += bwrap_args(binds=binds, cwd=cwd, network=launch.limits.network, status_fd=status_w)
+        argv = bwrap_args(binds=binds, cwd=cwd, network=launch.limits.network, status_fd=status_w)
         argv += ["--", python, "-I", "-S", "-c", _init_source(), str(child_sock.fileno())]
+        identity = {} if launch.uid is None else {"user": launch.uid, "group": launch.uid, "extra_groups": []}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                pass_fds=(child_sock.fileno(), status_w), env={},
+                pass_fds=(child_sock.fileno(), status_w), env={}, **identity,
             )
         except OSError as e:
             raise SandboxStartError(f"could not start bubblewrap: {e}") from e
@@ -159,22 +160,45 @@ class IsolatedShell:
         host_sock.setblocking(False)
         shell = cls(proc=proc, sock=host_sock, launch=launch, init_pid_host=None)
         try:
-            ready = await asyncio.wait_for(shell._receive(), timeout=timeout_sec)
+            await asyncio.wait_for(shell._boot(status_r), timeout=timeout_sec)
         except (TimeoutError, SandboxError) as e:
             stderr = b""
             if proc.stderr is not None:
                 with contextlib.suppress(TimeoutError):
                     await shell.close()
                     stderr = await asyncio.wait_for(proc.stderr.read(), timeout=1.0)
-            os.close(status_r)
+            await shell.close()
             detail = stderr.decode("utf-8", "replace").strip() or str(e) or "no answer from the init process"
             raise SandboxStartError(f"the sandbox did not start: {detail}") from None
-        if ready.get("op") != "ready":
-            await shell.close()
-            os.close(status_r)
-            raise SandboxStartError(f"unexpected first message from the sandbox: {ready}")
-        shell.init_pid_host = _read_child_pid(status_r)
         return shell
+
+    async def _boot(self, status_fd: int) -> None:
+        """Learn the init's host pid, move it into the cgroups while its interpreter starts, await its ready.
+
+        A cgroup v1 migration waits for an RCU grace period (milliseconds each); done in a thread, the
+        writes overlap the init's start-up instead of adding to it. The init runs no command before
+        `start()` returns, and that waits for the writes.
+        """
+        self.init_pid_host = await _child_pid(status_fd)
+        joining = asyncio.ensure_future(asyncio.to_thread(self._join_cgroups))
+        try:
+            ready = await self._receive()
+        finally:
+            await asyncio.wait({joining})
+        joining.result()
+        if ready.get("op") != "ready":
+            raise SandboxStartError(f"unexpected first message from the sandbox: {ready}")
+
+    def _join_cgroups(self) -> None:
+        if not self._launch.cgroup_procs:
+            return
+        if self.init_pid_host is None:
+            raise SandboxStartError("bubblewrap did not report the init's pid, so it cannot join the sandbox's cgroups")
+        for procs in self._launch.cgroup_procs:
+            try:
+                Path(procs).write_text(f"{self.init_pid_host}\n")
+            except OSError as e:
+                raise SandboxStartError(f"could not move the sandbox's init into {procs}: {e}") from e
 
     async def _receive(self) -> dict[str, object]:
         loop = asyncio.get_running_loop()
@@ -245,7 +269,7 @@ class IsolatedShell:
                           truncated_bytes=out.dropped + err.dropped, duration_sec=time.monotonic() - started)
 
     async def close(self) -> None:
-        """Kill the namespace (launcher, bwrap, init and every command) and wait for it to go."""
+        """Kill the namespace (bwrap, init and every command) and wait for it to go."""
         self._dead = True
         with contextlib.suppress(OSError):
             self._sock.close()
@@ -255,17 +279,30 @@ class IsolatedShell:
             await self._proc.wait()
 
 
-def _read_child_pid(fd: int) -> int | None:
-    """bwrap reports the host pid of the sandbox's PID 1 on its status descriptor."""
+async def _child_pid(fd: int) -> int | None:
+    """bwrap reports the host pid of the sandbox's PID 1 on its status descriptor (None: it exited first)."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    readable = asyncio.Event()
+    loop.add_reader(fd, readable.set)
+    data = b""
     try:
-        os.set_blocking(fd, False)
-        with contextlib.suppress(BlockingIOError):
-            data = os.read(fd, 65536)
-            for line in data.decode("utf-8", "replace").splitlines():
-                with contextlib.suppress(json.JSONDecodeError, AttributeError, TypeError):
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                readable.clear()
+                await readable.wait()
+                continue
+            data += chunk
+            lines = data.split(b"\n")
+            for line in lines[:-1] if chunk else lines:
+                with contextlib.suppress(json.JSONDecodeError, AttributeError, TypeError, ValueError):
                     pid = json.loads(line).get("child-pid")
                     if pid is not None:
                         return int(pid)
+            if not chunk:
+                return None
     finally:
+        loop.remove_reader(fd)
         os.close(fd)
-    return None

@@ -173,8 +173,8 @@ def check_requirements(requirements: Iterable[Requirement], *, where: str) -> No
 class CgroupV1:
     """A group in the memory, pids and cpu hierarchies of cgroup v1 (the kind this host has).
 
-    Processes join by writing their own pid to each `cgroup.procs` (see `procs_files`) before they exec
-    the sandbox, so no process of the sandbox ever runs outside its limits.
+    The sandbox's init is written into each `cgroup.procs` (see `procs_files`) before it is given its
+    first command, so every command is born inside the limits.
     """
 
     ROOT = Path("/sys/fs/cgroup")

@@ -20,7 +20,7 @@ set-up), the sandbox provides, each with an adversarial test in tests/test_sandb
    (fork bombs) and CPU share; rlimits cap CPU seconds per process and file size; a tmpfs caps storage;
    output is capped per stream (the middle is dropped and counted).
 5. Nothing outlives a command or the episode: each command runs in a new PID namespace whose init dies
-   with the launcher, so a timeout kills the whole process tree; close() kills what is left in the
+   with bwrap, so a timeout kills the whole process tree; close() kills what is left in the
    cgroup, unmounts, and deletes every file.
 6. Grading is not tamperable by the agent: tests/ is uploaded only after the agent finishes and files
    are transferred by the host without following links (a planted symlink cannot redirect a transfer);
@@ -128,7 +128,7 @@ class LocalSandbox:
                 timeout_sec=task.config.environment.build_timeout_sec,
             )
             if cgroup is not None:
-                sandbox._infrastructure_pids = frozenset(cgroup.pids())  # bwrap's monitor and the init
+                sandbox._infrastructure_pids = frozenset(cgroup.pids())  # the init
             if cgroup is not None and sandbox._shell.init_pid_host is not None:
                 # The OOM killer must pick the agent's processes, never the init that runs them.
                 with contextlib.suppress(OSError):
