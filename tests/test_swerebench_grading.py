@@ -75,11 +75,14 @@ def test_unknown_parser_is_a_verifier_error(awk: tuple[str, ...]) -> None:
 
 
 @awk_params
-def test_log_without_any_test_is_a_verifier_error(awk: tuple[str, ...]) -> None:
-    grade = _grade("make: *** No rule to make target 'check'.  Stop.\n", ["a"], [], awk)
-    assert grade.reward is None
-    assert "found no test results" in (grade.error or "")
-    assert grade.report["error"] == grade.error
+def test_log_without_any_test_scores_zero_with_a_warning(awk: tuple[str, ...]) -> None:
+    # A broken build prints no result: every expected test is MISSING, so the reward is 0 (as upstream).
+    grade = _grade("make: *** No rule to make target 'check'.  Stop.\n", ["a"], ["b"], awk)
+    assert grade.reward is not None and grade.reward["reward"] == 0 and grade.error is None
+    assert grade.report["tests_found"] == 0
+    assert "found no test results" in grade.report["warning"]
+    assert grade.report["fail_to_pass"]["tests"] == {"a": "MISSING"}
+    assert grade.report["pass_to_pass"]["tests"] == {"b": "MISSING"}
 
 
 @awk_params
@@ -122,8 +125,9 @@ def test_awk_writes_reward_file_last_and_exits_2_on_errors(tmp_path: Path, awk: 
     (tmp_path / "log").write_text("nothing here\n")
     (tmp_path / "f2p").write_text("a\n")
     args = [*awk, "-v", "parser=parse_log_jq", "-v", f"f2p={tmp_path / 'f2p'}", "-v", f"out={tmp_path}",
-            "-v", "whole=1", "-f", str(GRADER), str(tmp_path / "log")]
+            "-f", str(GRADER), str(tmp_path / "log")]  # no test region: the test command never ran
     proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}, check=False)
     assert proc.returncode == 2
     assert not (tmp_path / "reward.json").exists()
-    assert json.loads((tmp_path / "report.json").read_text())["error"].startswith("parser parse_log_jq found no")
+    assert json.loads((tmp_path / "report.json").read_text())["error"].startswith("the log has no test output region")
+    assert "no test output region" in proc.stderr

@@ -162,12 +162,12 @@ def test_edits_to_the_tests_do_not_count(setup: tuple[Task, Path], tmp_path: Pat
     assert "check negative" in (work / "tests" / "run_extra.sh").read_text()
 
 
-def test_output_without_any_test_result_leaves_no_reward(setup: tuple[Task, Path], tmp_path: Path) -> None:
+def test_an_edit_that_silences_every_test_scores_zero(setup: tuple[Task, Path], tmp_path: Path) -> None:
     task, work = setup
     (work / "calc.sh").write_text("exit 0\n")  # sourcing it ends every test script before it reports
     reward, report = _verify(task, work, tmp_path / "logs")
-    assert reward is None
-    assert "found no test results" in report["error"]
+    assert reward is not None and reward["reward"] == 0
+    assert report["tests_found"] == 0 and "found no test results" in report["warning"]
 
 
 def test_pytest_project_scores_one_with_the_fix_and_zero_without(tmp_path: Path) -> None:
