@@ -114,6 +114,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     steps = max(1, len(grad_norms))
     seconds = time.monotonic() - started
     metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
+    metrics.setdefault("train/loss", 0.0)  # every advantage 0 and no KL/entropy term: the loss is exactly 0
     metrics.update({
         "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
         "train/lr": scheduler.get_last_lr()[0],
