@@ -162,14 +162,16 @@ class IsolatedShell:
         try:
             await asyncio.wait_for(shell._boot(status_r), timeout=timeout_sec)
         except (TimeoutError, SandboxError) as e:
+            await shell.close()
             stderr = b""
             if proc.stderr is not None:
                 with contextlib.suppress(TimeoutError):
-                    await shell.close()
                     stderr = await asyncio.wait_for(proc.stderr.read(), timeout=1.0)
-            await shell.close()
             detail = stderr.decode("utf-8", "replace").strip() or str(e) or "no answer from the init process"
             raise SandboxStartError(f"the sandbox did not start: {detail}") from None
+        except BaseException:  # cancelled while starting: nothing may keep running
+            await asyncio.shield(shell.close())
+            raise
         return shell
 
     async def _boot(self, status_fd: int) -> None:
