@@ -154,25 +154,16 @@ async def run_episodes(requests: Sequence[EpisodeRequest], *, engine: Engine, ag
 async def run_episodes_with_progress(requests: Sequence[EpisodeRequest], *, label: str, console: Any = None,
                                      **kwargs: Any) -> list[Episode]:
     """`run_episodes` under a progress bar that counts finished and solved episodes."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from codedojo.progress import stage_progress
 
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("solved {task.fields[solved]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(label, total=len(requests), solved=0)
+    with stage_progress(label, console=console, transient=True) as progress:
+        bar = progress.add_task(label, total=len(requests), note="solved 0")
         solved = 0
 
         def done(episode: Episode) -> None:
             nonlocal solved
             solved += episode.solved
-            progress.update(bar, advance=1, solved=solved)
+            progress.update(bar, advance=1, note=f"solved {solved}")
 
         return await run_episodes(requests, on_done=done, **kwargs)
 

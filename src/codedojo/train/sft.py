@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from codedojo.agent.trajectory import Trajectory
 from codedojo.config.recipe import Recipe
+from codedojo.progress import stage_progress
 from codedojo.rl.packing import pack
 from codedojo.train.checkpoint import save_hf_folder
 from codedojo.train.observability import MetricsLog
@@ -112,11 +112,9 @@ def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig
     step = 0
     started = time.monotonic()
     tokens_seen = 0
-    columns = (TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
     try:
-        with Progress(*columns, console=console, transient=True) as progress:
-            bar = progress.add_task("sft", total=total, loss="-")
+        with stage_progress("sft", console=console, transient=True) as progress:
+            bar = progress.add_task("sft", total=total, note="loss -")
             for _ in range(config.epochs):
                 order = list(range(len(usable)))
                 rng.shuffle(order)
@@ -143,7 +141,7 @@ def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig
                                                   "sft/trained_tokens": float(num_tokens),
                                                   "perf/train_tokens_per_sec": batch_tokens / max(seconds, 1e-9)})
                     step += 1
-                    progress.update(bar, advance=1, loss=f"{loss_value:.3f}")
+                    progress.update(bar, advance=1, note=f"loss {loss_value:.3f}")
         final = save_hf_folder(out_dir / "final", policy=policy, hf_config=loaded.hf_config,
                                tokenizer=loaded.tokenizer)
     finally:
