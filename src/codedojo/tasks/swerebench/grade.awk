@@ -94,7 +94,8 @@ END {
     # No result at all (the build broke, the runner died): every expected test is MISSING, so the reward
     # is 0, as upstream grades it. An error here would spare a policy that breaks the build its 0.
     if (NORDER == 0) {
-        WARNING = "parser " parser " found no test results in " NL " lines of test output: every expected test counts as MISSING"
+        WARNING = "parser " parser " found no test results in " NL " lines of test output"
+        WARNING = WARNING ": every expected test counts as MISSING"
         print "grade.awk: warning: " WARNING > "/dev/stderr"
     }
     grade()
