@@ -215,6 +215,9 @@ def test_dead_and_hung_servers_fail_fast_with_a_clear_error(tiny) -> None:
         with pytest.raises(EngineUnavailableError, match=r"closed the connection|cannot connect"):
             await request
         elapsed = loop.time() - start
+        # Once the process is gone its port refuses connections (before that, a connect can still reach the
+        # dying process's listening socket and be reset: the "closed the connection" case above).
+        await asyncio.to_thread(server.process.wait, 10)
         with pytest.raises(EngineUnavailableError, match="cannot connect"):
             await client.generate([5], SamplingParams())
         await client.close()
