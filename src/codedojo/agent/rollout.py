@@ -166,4 +166,3 @@ async def run_episodes_with_progress(requests: Sequence[EpisodeRequest], *, labe
             progress.update(bar, advance=1, note=f"solved {solved}")
 
         return await run_episodes(requests, on_done=done, **kwargs)
-
