@@ -62,3 +62,41 @@ def test_partial_weight_update_changes_only_named_weights(models) -> None:
     assert torch.all(ours.layers[0].qkv[q_rows : q_rows + kv_rows] == 0)
     assert torch.equal(ours.layers[1].qkv, before)
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
+
+
+def test_rows_sharing_a_prefix_read_it_once_and_match_hf(models) -> None:
+    """A decode run whose rows start with the same 70 tokens attends to that prefix through the first
+    row's KV only; the logits equal HF's for every row (and the run is really a sharing one)."""
+    ours, hf = models
+    g = torch.Generator().manual_seed(1)
+    prefix = torch.randint(5, 261, (70,), generator=g).tolist()
+    seqs = [prefix + torch.randint(5, 261, (n,), generator=g).tolist() for n in (3, 20, 9)]
+    cache = KVCache(ours.kv_shape, rows=4, capacity=128)
+    lengths = [len(s) for s in seqs]
+    step = build_step([], prefills=[(row, 0, s) for row, s in enumerate(seqs)],
+                      sample_tokens=[sum(lengths[: i + 1]) - 1 for i in range(3)], device="cpu")
+    ours.forward(step, cache)
+    # Poison row 1's and row 2's copies of the prefix: a sharing run must not read them.
+    for layer in range(ours.config.num_layers):
+        cache.keys[layer][1:3, :, :70] = float("nan")
+        cache.values[layer][1:3, :, :70] = float("nan")
+    new = [11, 12, 13]
+    step = build_step([(row, lengths[row], new[row]) for row in range(3)], prefills=[], sample_tokens=[0, 1, 2],
+                      device="cpu", shared=[0, 70, 70], min_shared=64)
+    assert [(r.row_start, r.row_stop, r.shared_prefix) for r in step.decode_runs] == [(0, 3, 70)]
+    logits = ours.forward(step, cache)
+    for row in range(3):
+        torch.testing.assert_close(logits[row], reference_logits(hf, [*seqs[row], new[row]])[-1], atol=1e-4, rtol=0)
+
+
+def test_run_bounds_group_sharing_rows_and_keep_the_rest_plain() -> None:
+    from codedojo.inference.step_batch import _run_bounds
+
+    def bounds(rows: list[int], shared: list[int]) -> list[tuple[int, int, int]]:
+        return _run_bounds([(r, 0, 0) for r in rows], shared, min_shared=64)
+
+    assert bounds([0, 1, 2, 3], [0, 0, 0, 0]) == [(0, 4, 0)]
+    assert bounds([0, 1, 2, 3], [0, 100, 100, 0]) == [(0, 3, 100), (3, 4, 0)]
+    assert bounds([0, 1, 2, 3, 4, 5], [0, 0, 100, 80, 0, 0]) == [(0, 1, 0), (1, 4, 80), (4, 6, 0)]
+    assert bounds([0, 1, 3, 4], [0, 100, 100, 100]) == [(0, 2, 100), (2, 4, 100)]  # rows 1 and 3 not adjacent
+    assert bounds([0, 1, 2, 3], [0, 100, 10, 100]) == [(0, 2, 100), (2, 4, 100)]
