@@ -149,7 +149,8 @@ def test_group_decodes_reading_its_shared_prompt_once_stay_exact(engine: LocalEn
         first = await asyncio.gather(*[engine.generate(prompt, params, session_id=f"s{i}") for i in range(5)])
         seconds = [prompt + list(o.token_ids) + prompt_of(15, seed=20 + i) for i, o in enumerate(first)]
         second = await asyncio.gather(*[engine.generate(h, params, session_id=f"s{i}") for i, h in enumerate(seconds)])
-        return list(zip([prompt] * 5, first, strict=True)) + list(zip(seconds, second, strict=True)), await engine.stats()
+        turns = list(zip([prompt] * 5, first, strict=True)) + list(zip(seconds, second, strict=True))
+        return turns, await engine.stats()
 
     turns, stats = asyncio.run(run())
     # 11 decode steps per turn (the first token comes from the prefill), at least 10 of them with all five

@@ -26,7 +26,7 @@ from codedojo.agent.prompts import SUBMIT_SENTINEL, PromptProfile, get_profile, 
 from codedojo.agent.trajectory import Trajectory, Turn
 from codedojo.agent.transcript import Transcript
 from codedojo.inference.errors import ContextLengthError, InferenceError
-from codedojo.inference.protocol import Engine, SamplingParams
+from codedojo.inference.protocol import Engine, SamplingParams, eos_token_ids
 from codedojo.sandbox.base import ExecResult, Sandbox, SandboxError
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import AgentOutcome
@@ -254,18 +254,8 @@ class _Episode:
         tokenizer = self.agent.engine.tokenizer
         ids = list(token_ids)
         stop_text = None
-        if finish_reason == "stop" and ids and ids[-1] in _stop_ids(tokenizer, self.config.sampling):
+        stops = {*self.config.sampling.stop_token_ids, *eos_token_ids(tokenizer)}
+        if finish_reason == "stop" and ids and ids[-1] in stops:
             stop_text = tokenizer.decode([ids[-1]], skip_special_tokens=False)
             ids = ids[:-1]
         return tokenizer.decode(ids, skip_special_tokens=False), stop_text
-
-
-def _stop_ids(tokenizer: Any, sampling: SamplingParams) -> set[int]:
-    ids = set(sampling.stop_token_ids)
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if isinstance(eos, int):
-        ids.add(eos)
-    elif isinstance(eos, list):
-        ids.update(eos)
-    return ids
-

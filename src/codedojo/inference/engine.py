@@ -30,7 +30,7 @@ from codedojo.inference.errors import (
     InferenceError,
     InvalidRequestError,
 )
-from codedojo.inference.protocol import Completion, SamplingParams
+from codedojo.inference.protocol import Completion, SamplingParams, eos_token_ids
 from codedojo.inference.sampler import RowSampling
 from codedojo.inference.scheduler import Request, Scheduler
 from codedojo.inference.stopping import StopStrings
@@ -97,7 +97,7 @@ class LocalEngine:
         self.scheduler = Scheduler(
             model, kv_budget_tokens=self.kv_budget_tokens, max_running=max_running, max_step_tokens=max_step_tokens
         )
-        self._eos = frozenset(_eos_ids(tokenizer))
+        self._eos = frozenset(eos_token_ids(tokenizer))
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
@@ -308,16 +308,6 @@ class LocalEngine:
                 commands.append(self._inbox.get_nowait())
             except queue.Empty:
                 return commands
-
-
-def _eos_ids(tokenizer: Any) -> list[int]:
-    ids = []
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if isinstance(eos, int):
-        ids.append(eos)
-    elif isinstance(eos, list):
-        ids.extend(eos)
-    return ids
 
 
 def _deliver_to(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Callable[[Any], None]:

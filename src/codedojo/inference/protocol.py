@@ -110,3 +110,13 @@ class Engine(Protocol):
     async def close(self) -> None:
         """Release the engine; pending requests fail with `EngineClosedError`."""
         ...
+
+
+def eos_token_ids(tokenizer: Any) -> list[int]:
+    """The tokenizer's end-of-sequence id(s): HF tokenizers hold an int, some configs a list."""
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(eos, int):
+        return [eos]
+    if isinstance(eos, list):
+        return [int(t) for t in eos]
+    return []

@@ -64,7 +64,9 @@ class StepBatch:
         return int(self.decode_rows.shape[0])
 
 
-def _run_bounds(decode: list[tuple[int, int, int]], shared: list[int], *, min_shared: int) -> list[tuple[int, int, int]]:
+def _run_bounds(
+    decode: list[tuple[int, int, int]], shared: list[int], *, min_shared: int
+) -> list[tuple[int, int, int]]:
     """(start, stop, shared_prefix) per run. Rows that each share >= min_shared leading tokens with the
     row before them form a run of their own, sharing the smallest of those counts (the common prefix of
     them all); the other rows are grouped into plain runs of contiguous rows."""
