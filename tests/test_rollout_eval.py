@@ -121,3 +121,17 @@ def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch) -> N
                                           rollout=RolloutConfig()))
     assert episode.attempts == 2 and episode.status == "submitted" and episode.reward == 1.0
     assert episode.trajectory is not None and episode.trajectory.metadata["attempts"] == 2
+
+
+def test_eval_budgets_follow_the_profile_unless_given() -> None:
+    from codedojo.agent.cli import episode_budgets
+    from codedojo.config.recipe import SmolLM2_Recipe
+
+    recipe = SmolLM2_Recipe()
+    small = episode_budgets("small", max_steps=None, max_new_tokens=None, max_context_tokens=None)
+    assert small == {"max_steps": recipe.extra_config.agentic_max_steps,
+                     "max_new_tokens": recipe.rollout_max_response_len,
+                     "max_context_tokens": recipe.rollout_max_context_len}
+    assert episode_budgets("small", max_steps=3, max_new_tokens=None, max_context_tokens=None)["max_steps"] == 3
+    standard = episode_budgets("standard", max_steps=None, max_new_tokens=512, max_context_tokens=None)
+    assert standard == {"max_steps": 75, "max_new_tokens": 512, "max_context_tokens": 32768}

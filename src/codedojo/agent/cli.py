@@ -20,9 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--n", type=int, default=1, help="episodes per task (default: 1)")
     p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default: 1.0)")
-    p.add_argument("--max-steps", type=int, default=None, help="model replies per episode")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per reply")
-    p.add_argument("--max-context", type=int, default=None, help="tokens per episode")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="model replies per episode (default: 6 with the small profile, else 75)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens per reply (default: 96 with the small profile, else 1024)")
+    p.add_argument("--max-context", type=int, default=None,
+                   help="tokens per episode (default: 2048 with the small profile, else 32768)")
     p.add_argument("--profile", choices=("standard", "small"), default=None,
                    help="prompt profile (default: the model's)")
     p.add_argument("--max-sandboxes", type=int, default=8, help="episodes holding a sandbox at once (default: 8)")
@@ -57,9 +60,9 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     console = Console(stderr=True)
     profile_name = args.profile or profile_for(args.model)
-    overrides = {k: v for k, v in (("max_steps", args.max_steps), ("max_new_tokens", args.max_new_tokens),
-                                   ("max_context_tokens", args.max_context)) if v is not None}
-    config = AgentConfig(prompt_profile=profile_name, **overrides,
+    budgets = episode_budgets(profile_name, max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
+                              max_context_tokens=args.max_context)
+    config = AgentConfig(prompt_profile=profile_name, **budgets,
                          sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p))
     rollout = RolloutConfig(max_open_sandboxes=args.max_sandboxes)
 
@@ -73,7 +76,8 @@ def _eval(args: argparse.Namespace) -> int:
             await engine.close()
 
     report = asyncio.run(go())
-    data = report.to_dict() | {"model": args.model, "profile": profile_name, "temperature": args.temperature}
+    data = report.to_dict() | {"model": args.model, "profile": profile_name, "temperature": args.temperature,
+                               "budgets": budgets}
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -91,3 +95,23 @@ def _eval(args: argparse.Namespace) -> int:
     print("statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items())))
     print(f"wall time: {report.wall_sec:.1f}s")
     return 0
+
+
+def episode_budgets(profile: str, **given: int | None) -> dict[str, int]:
+    """max_steps, max_new_tokens and max_context_tokens for an eval: what was given, else the small-model
+    recipe's for the `small` profile (an eval should measure what training runs; mini-swe-agent's 75
+    replies of 1,024 tokens take a 135M model on a CPU hours per few dozen episodes), else the agent
+    loop's defaults (mini-swe-agent's)."""
+    from codedojo.agent.loop import AgentConfig
+    from codedojo.config.recipe import SmolLM2_Recipe
+
+    if profile == "small":
+        recipe = SmolLM2_Recipe()
+        defaults = {"max_steps": recipe.extra_config.agentic_max_steps,
+                    "max_new_tokens": recipe.rollout_max_response_len,
+                    "max_context_tokens": recipe.rollout_max_context_len}
+    else:
+        loop = AgentConfig()
+        defaults = {"max_steps": loop.max_steps, "max_new_tokens": loop.max_new_tokens,
+                    "max_context_tokens": loop.max_context_tokens}
+    return {name: value if given.get(name) is None else int(given[name]) for name, value in defaults.items()}
