@@ -355,7 +355,7 @@ def _shared_prefix_attention(
     shared_lse = shared_lse.view(kv_heads, rows, groups).transpose(0, 1)
     own_keys = key_cache[run.row_start : run.row_stop, :, prefix : run.kv_len]
     own_values = value_cache[run.row_start : run.row_stop, :, prefix : run.kv_len]
-    own_out, own_lse = _attention_with_lse(grouped, own_keys, own_values, attn_mask=run.suffix_mask)
+    own_out, own_lse = _attention_with_lse(grouped, own_keys, own_values, attn_mask=run.suffix_mask.to(grouped.dtype))
     top = torch.maximum(shared_lse, own_lse)
     shared_weight = (shared_lse - top).exp_().unsqueeze(-1)
     own_weight = (own_lse - top).exp_().unsqueeze(-1)
