@@ -229,7 +229,6 @@ async def compare(
         after = await ours.stats()
         result["prompt_tokens_computed"] = after["prefill_tokens"] - before["prefill_tokens"]
         result["prompt_tokens_reused"] = after["cached_tokens"] - before["cached_tokens"]
-        result["shared_kv_reads_saved"] = after["shared_kv_reads_saved"] - before["shared_kv_reads_saved"]
         result["kv_peak_mib"] = after["kv_peak_tokens"] * after["kv_bytes_per_token"] >> 20
         keep_faster(best, "ours", result)
         hf.prompt_tokens = 0

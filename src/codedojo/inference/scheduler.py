@@ -13,9 +13,6 @@ Invariants (the scheduler is single-threaded: only the engine's worker thread to
   sharing one task prompt prefills it once.
 - Parked KV + allocated rows stay within `kv_budget_tokens`; least recently used sessions lose their
   parked KV first (their next turn is recomputed from scratch, transparently).
-- Adjacent decoding rows whose prompts start alike (a group's samples, episodes with one system prompt)
-  read their common prefix's KV once per step (`step_batch.DecodeRun.shared_prefix`). Every row still
-  holds its own copy, so sharing is only a way of reading and a row may leave its group at any time.
 """
 
 from __future__ import annotations
@@ -37,8 +34,6 @@ from codedojo.inference.transformer import Transformer
 
 # A request waits for another row's prefill only when that saves at least this many tokens.
 MIN_SHARED_PREFIX = 32
-# Adjacent decoding rows read a common prompt prefix once when it is at least this long.
-MIN_SHARED_DECODE_PREFIX = 64
 # Row capacities are multiples of this many positions.
 CAPACITY_STEP = 256
 # With no running rows, a cache allocation larger than this is freed.
@@ -67,10 +62,6 @@ class Request:
     weight_version: int = 0
     cancelled: bool = False
     """Set from the caller's thread when it stops waiting; the row is dropped at the next step."""
-    prompt_array: np.ndarray | None = None
-    """The prompt as int64 (set at admission)."""
-    shared_with: tuple[Request, int] | None = None
-    """(another request, the length of the common prefix of their prompts): the last one computed."""
 
     @property
     def prefilling(self) -> bool:
@@ -107,15 +98,6 @@ def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if len(differ) else n
 
 
-def _prompt_overlap(a: Request, b: Request) -> int:
-    """Length of the common prefix of two admitted requests' prompts (cached on b: neighbours rarely change).
-    A prompt is a prefix of the request's KV once it decodes, so these positions hold the same tokens."""
-    if b.shared_with is None or b.shared_with[0] is not a:
-        assert a.prompt_array is not None and b.prompt_array is not None
-        b.shared_with = (a, _common_prefix(a.prompt_array, b.prompt_array))
-    return b.shared_with[1]
-
-
 def _round_up_pow2(n: int, *, minimum: int) -> int:
     return max(minimum, 1 << max(n - 1, 0).bit_length())
 
@@ -150,8 +132,7 @@ class Scheduler:
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.parked_tokens = 0
         self.weight_version = 0
-        self.counters = {"steps": 0, "prefill_tokens": 0, "decode_tokens": 0, "cached_tokens": 0, "evictions": 0,
-                         "shared_kv_reads_saved": 0}
+        self.counters = {"steps": 0, "prefill_tokens": 0, "decode_tokens": 0, "cached_tokens": 0, "evictions": 0}
         self.kv_peak_tokens = 0
         """Most KV positions held at once (allocated rows plus parked sessions)."""
 
@@ -222,13 +203,11 @@ class Scheduler:
             self._admit()
         if not self.rows:
             return
-        decode, prefills, sampled, shared = [], [], [], []
+        decode, prefills, sampled = [], [], []
         for row, request in enumerate(self.rows):
             if not request.prefilling:
                 decode.append((row, request.kv_len, request.output[-1]))
                 sampled.append(row)
-                neighbour = self.rows[row - 1] if row else None
-                shared.append(0 if neighbour is None or neighbour.prefilling else _prompt_overlap(neighbour, request))
         budget = self.max_step_tokens - len(decode)
         offset = len(decode)
         sample_tokens = list(range(len(decode)))
@@ -242,12 +221,8 @@ class Scheduler:
                     sample_tokens.append(offset - 1)
                     sampled.append(row)
         self._reserve(extra={row: len(chunk) for row, _, chunk in prefills})
-        batch = build_step(decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device,
-                           shared=shared, min_shared=MIN_SHARED_DECODE_PREFIX)
+        batch = build_step(decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device)
         logits = self.model.forward(batch, self.cache)
-        self.counters["shared_kv_reads_saved"] += sum(
-            (run.row_stop - run.row_start - 1) * run.shared_prefix for run in batch.decode_runs
-        )
         tokens, logprobs = sample(logits, [self.rows[row].sampling for row in sampled])
         self.counters["steps"] += 1
         self.counters["decode_tokens"] += len(decode)
@@ -285,7 +260,7 @@ class Scheduler:
             if request.cancelled:
                 self._settle(request, None)
                 continue
-            prompt = request.prompt_array = np.asarray(request.prompt, dtype=np.int64)
+            prompt = np.asarray(request.prompt, dtype=np.int64)
             source, reuse = self._best_prefix(request, prompt)
             if self._prefill_in_flight(prompt) >= reuse + MIN_SHARED_PREFIX:
                 deferred.append(request)
@@ -409,7 +384,6 @@ class Scheduler:
     def _finish(self, row: int, outcome: FinishReason | BaseException | None, *, park: bool) -> None:
         """Deliver row's result (None: aborted), park its KV with its session, and free the row."""
         request = self.rows[row]
-        request.shared_with = None  # a live row may point at this one, but never through it at others
         if request.session_id is not None:
             session = self.sessions[request.session_id]
             session.running = None

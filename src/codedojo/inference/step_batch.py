@@ -4,10 +4,6 @@ Token order in a step is fixed: first one token per decoding row (in row order),
 in turn. The linear layers see all of them as one `[num_tokens, hidden]` matrix (no padding anywhere);
 only attention looks at rows, through `DecodeRun`s (contiguous decoding rows, one attention call each,
 shorter rows masked) and `PrefillChunk`s (one causal attention call each, against the row's past).
-
-Decoding rows that start with the same tokens (the samples of a GRPO group, episodes sharing a system
-prompt) form a run with a `shared_prefix`: attention reads that prefix's KV once, from the run's first
-row, for every row's query, and only each row's own suffix per row (see `Transformer._attention`).
 """
 
 from __future__ import annotations
@@ -28,10 +24,6 @@ class DecodeRun:
     """Longest KV length in the run, the new token included."""
     mask: torch.Tensor
     """[rows, 1, 1, kv_len] bool: True where a row has a valid position."""
-    shared_prefix: int = 0
-    """Positions 0..shared_prefix-1 hold the same tokens in every row of the run (0: none shared)."""
-    suffix_mask: torch.Tensor | None = None
-    """[rows, 1, 1, kv_len - shared_prefix] additive float mask (0 or -inf) over the unshared positions."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,54 +56,30 @@ class StepBatch:
         return int(self.decode_rows.shape[0])
 
 
-def _run_bounds(
-    decode: list[tuple[int, int, int]], shared: list[int], *, min_shared: int
-) -> list[tuple[int, int, int]]:
-    """(start, stop, shared_prefix) per run. Rows that each share >= min_shared leading tokens with the
-    row before them form a run of their own, sharing the smallest of those counts (the common prefix of
-    them all); the other rows are grouped into plain runs of contiguous rows."""
-    groups: list[tuple[int, int, int]] = []
-    for i in range(len(decode)):
-        follows = i > 0 and decode[i][0] == decode[i - 1][0] + 1
-        if follows and shared[i] >= min_shared:
-            start, _, prefix = groups[-1]
-            groups[-1] = (start, i + 1, min(prefix, shared[i]) if prefix else shared[i])
-        elif follows and groups[-1][2] == 0 and not (i + 1 < len(decode) and shared[i + 1] >= min_shared
-                                                      and decode[i + 1][0] == decode[i][0] + 1):
-            groups[-1] = (groups[-1][0], i + 1, 0)  # a plain run grows by a row that starts no group
-        else:
-            groups.append((i, i + 1, 0))
-    return groups
-
-
 def build_step(
     decode: list[tuple[int, int, int]],
     *,
     prefills: list[tuple[int, int, list[int]]],
     sample_tokens: list[int],
     device: torch.device,
-    shared: list[int] | None = None,
-    min_shared: int = 64,
 ) -> StepBatch:
     """Pack a step.
 
     decode: (row, position, token) per decoding row, rows ascending; the token's KV goes to `position`.
     prefills: (row, past, tokens) per chunk. sample_tokens: indices into the packed token order.
-    shared: per decoding row, how many leading tokens it has in common with the decoding row before it
-    (ignored for the first); each must be <= both rows' positions. None: no prefix sharing.
     """
     tokens = [token for _, _, token in decode]
     positions = [position for _, position, _ in decode]
     runs = []
-    for start, stop, prefix in _run_bounds(decode, shared or [0] * len(decode), min_shared=min_shared):
+    start = 0
+    while start < len(decode):
+        stop = start + 1
+        while stop < len(decode) and decode[stop][0] == decode[stop - 1][0] + 1:
+            stop += 1
         lengths = torch.tensor([position + 1 for _, position, _ in decode[start:stop]])
         kv_len = int(lengths.max())
         # [rows, 1, 1, kv_len]: each row sees its own valid prefix only.
         mask = (torch.arange(kv_len)[None, :] < lengths[:, None])[:, None, None, :]
-        suffix_mask = None
-        if prefix:
-            suffix_mask = torch.zeros(mask[..., prefix:].shape).masked_fill_(~mask[..., prefix:], float("-inf"))
-            suffix_mask = suffix_mask.to(device)
         runs.append(
             DecodeRun(
                 row_start=decode[start][0],
@@ -119,10 +87,9 @@ def build_step(
                 token_start=start,
                 kv_len=kv_len,
                 mask=mask.to(device),
-                shared_prefix=prefix,
-                suffix_mask=suffix_mask,
             )
         )
+        start = stop
     chunks = []
     for row, past, chunk in prefills:
         n = len(chunk)

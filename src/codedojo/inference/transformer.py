@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from codedojo.inference.errors import UnknownModelError
 from codedojo.inference.kv_cache import KVCache, KVShape
-from codedojo.inference.step_batch import DecodeRun, StepBatch
+from codedojo.inference.step_batch import StepBatch
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
 # RoPE variants whose frequencies do not depend on the sequence length (dynamic ones would need
@@ -311,12 +311,9 @@ class Transformer:
             # The query heads sharing a KV head become that head's "query positions": one SDPA call
             # reads each cached K/V once instead of once per query head. [rows, kv_heads, groups, dim]
             grouped = q[tokens].view(rows, c.num_kv_heads, c.num_query_groups, c.head_dim)
-            if run.shared_prefix and _attention_with_lse is not None and grouped.device.type == "cpu":
-                o = _shared_prefix_attention(grouped, key_cache, value_cache, run)
-            else:
-                keys = key_cache[run.row_start : run.row_stop, :, : run.kv_len]
-                values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
-                o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
+            keys = key_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
             out[tokens] = o.reshape(rows, c.num_heads, c.head_dim)
         for chunk in step.prefills:
             span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
@@ -327,36 +324,3 @@ class Transformer:
             o = F.scaled_dot_product_attention(query, keys, values, attn_mask=chunk.mask, enable_gqa=True)
             out[span] = o[0].transpose(0, 1)
         return out
-
-
-# SDPA that also returns the log-sum-exp of each query's scores (CPU flash attention; the kernel
-# F.scaled_dot_product_attention itself runs on CPU). Private to PyTorch, hence looked up defensively:
-# without it, shared-prefix runs take the plain path, which reads each row's own copy of the prefix.
-_attention_with_lse = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-
-
-def _shared_prefix_attention(
-    grouped: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, run: DecodeRun
-) -> torch.Tensor:
-    """Decode attention for rows whose first `run.shared_prefix` positions hold the same tokens.
-
-    The prefix's KV is read once (from the run's first row) for all rows' queries, stacked as extra
-    query positions; each row's remaining positions are attended separately; the two partial softmaxes
-    are merged exactly through their log-sum-exps. grouped [rows, kv_heads, groups, dim] -> same shape.
-    """
-    assert _attention_with_lse is not None and run.suffix_mask is not None
-    rows, kv_heads, groups, dim = grouped.shape
-    prefix = run.shared_prefix
-    stacked = grouped.transpose(0, 1).reshape(1, kv_heads, rows * groups, dim)
-    head_keys = key_cache[run.row_start : run.row_start + 1, :, :prefix]
-    head_values = value_cache[run.row_start : run.row_start + 1, :, :prefix]
-    shared_out, shared_lse = _attention_with_lse(stacked, head_keys, head_values)
-    shared_out = shared_out.view(kv_heads, rows, groups, dim).transpose(0, 1)
-    shared_lse = shared_lse.view(kv_heads, rows, groups).transpose(0, 1)
-    own_keys = key_cache[run.row_start : run.row_stop, :, prefix : run.kv_len]
-    own_values = value_cache[run.row_start : run.row_stop, :, prefix : run.kv_len]
-    own_out, own_lse = _attention_with_lse(grouped, own_keys, own_values, attn_mask=run.suffix_mask.to(grouped.dtype))
-    top = torch.maximum(shared_lse, own_lse)
-    shared_weight = (shared_lse - top).exp_().unsqueeze(-1)
-    own_weight = (own_lse - top).exp_().unsqueeze(-1)
-    return (shared_out * shared_weight + own_out * own_weight) / (shared_weight + own_weight)
