@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+BUDGET_DEFAULTS = " (default: the small recipe's with the small profile, else mini-swe-agent's)"
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -21,11 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default: 1.0)")
     p.add_argument("--max-steps", type=int, default=None,
-                   help="model replies per episode (default: 6 with the small profile, else 75)")
+                   help="model replies per episode" + BUDGET_DEFAULTS)
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="tokens per reply (default: 96 with the small profile, else 1024)")
+                   help="tokens per reply" + BUDGET_DEFAULTS)
     p.add_argument("--max-context", type=int, default=None,
-                   help="tokens per episode (default: 2048 with the small profile, else 32768)")
+                   help="tokens per episode" + BUDGET_DEFAULTS)
     p.add_argument("--profile", choices=("standard", "small"), default=None,
                    help="prompt profile (default: the model's)")
     p.add_argument("--max-sandboxes", type=int, default=8, help="episodes holding a sandbox at once (default: 8)")
