@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.specs import TinyModel
-from codedojo.inference.step_batch import build_step
+from codedojo.inference.step_batch import RUN_CALL_COST, _split_runs, build_step
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
@@ -51,8 +53,65 @@ def test_ragged_prefill_chunks_and_decode_runs_match_hf(models) -> None:
     torch.testing.assert_close(second[3], reference_logits(hf, seqs[1])[-1], atol=1e-4, rtol=0)
 
 
+def test_decode_rows_of_very_different_lengths_split_into_runs_and_match_hf(models) -> None:
+    ours, hf = models
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(5, 261, (n,), generator=g).tolist() for n in (300, 300, 6, 9)]
+    cache = KVCache(ours.kv_shape, rows=4, capacity=384)
+    prefill = build_step([], prefills=[(r, 0, s) for r, s in enumerate(seqs)], sample_tokens=[299], device="cpu")
+    ours.forward(prefill, cache)
+    new = [11, 12, 13, 14]
+    step = build_step([(r, len(s), t) for r, (s, t) in enumerate(zip(seqs, new, strict=True))],
+                      prefills=[], sample_tokens=[0, 1, 2, 3], device="cpu")
+    # The long rows share one run (equal lengths: no mask), the short ones another (masked).
+    assert [(run.row_start, run.row_stop) for run in step.decode_runs] == [(0, 2), (2, 4)]
+    assert step.decode_runs[0].mask is None and step.decode_runs[1].mask is not None
+    logits = ours.forward(step, cache)
+    for row in range(4):
+        torch.testing.assert_close(logits[row], reference_logits(hf, [*seqs[row], new[row]])[-1], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("rows", "lengths", "expected"),
+    [
+        ([0, 1], [100, 90], [(0, 2)]),  # close lengths: one call, a few masked reads
+        ([0, 1, 2, 3], [900, 900, 50, 60], [(0, 2), (2, 4)]),
+        ([0, 1, 5, 6], [50, 50, 50, 50], [(0, 2), (2, 4)]),  # rows 1 and 5 are not contiguous
+        ([3], [7], [(0, 1)]),
+        ([], [], []),
+    ],
+)
+def test_split_runs_trades_masked_reads_for_calls(rows, lengths, expected) -> None:
+    decode = [(row, length - 1, 0) for row, length in zip(rows, lengths, strict=True)]
+    assert _split_runs(decode) == expected
+
+
+def test_split_runs_off_the_cpu_keeps_one_call_per_stretch() -> None:
+    decode = [(0, 999, 0), (1, 9, 0), (2, 999, 0), (5, 9, 0)]
+    assert _split_runs(decode) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert _split_runs(decode, float("inf")) == [(0, 3), (3, 4)]
+    runs = build_step(decode, prefills=[], sample_tokens=[], device="meta").decode_runs
+    assert [(run.row_start, run.row_stop) for run in runs] == [(0, 3), (5, 6)]
+
+
+def test_split_runs_cost_threshold() -> None:
+    # Splitting [L, s] saves L - s masked reads and costs one call: worth it past RUN_CALL_COST.
+    just_below = [(0, 999, 0), (1, 999 - RUN_CALL_COST + 1, 0)]
+    just_above = [(0, 999, 0), (1, 999 - RUN_CALL_COST - 1, 0)]
+    assert _split_runs(just_below) == [(0, 2)]
+    assert _split_runs(just_above) == [(0, 1), (1, 2)]
+
+
 def test_partial_weight_update_changes_only_named_weights(models) -> None:
     ours, hf = models
+    tokens = list(range(5, 40))
+
+    def last_logits() -> torch.Tensor:
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        step = build_step([], prefills=[(0, 0, tokens)], sample_tokens=[len(tokens) - 1], device="cpu")
+        return ours.forward(step, cache)[0]
+
+    before_update = last_logits()  # builds the kernel-layout copies of the weights
     name = "model.layers.0.self_attn.k_proj.weight"
     before = ours.layers[1].qkv.clone()
     replacement = torch.zeros_like(hf.state_dict()[name])
@@ -61,4 +120,10 @@ def test_partial_weight_update_changes_only_named_weights(models) -> None:
     kv_rows = ours.config.num_kv_heads * ours.config.head_dim
     assert torch.all(ours.layers[0].qkv[q_rows : q_rows + kv_rows] == 0)
     assert torch.equal(ours.layers[1].qkv, before)
+    # The forward runs on kernel-layout copies of the weights: they must follow the update.
+    changed = copy.deepcopy(hf)
+    changed.load_state_dict({**hf.state_dict(), name: replacement})
+    after_update = last_logits()
+    torch.testing.assert_close(after_update, reference_logits(changed, tokens)[-1], atol=1e-4, rtol=0)
+    assert not torch.allclose(after_update, before_update, atol=1e-3)
     ours.load_state_dict(hf.state_dict())  # restore for the other tests

@@ -221,7 +221,9 @@ class Scheduler:
                     sample_tokens.append(offset - 1)
                     sampled.append(row)
         self._reserve(extra={row: len(chunk) for row, _, chunk in prefills})
-        batch = build_step(decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device)
+        batch = build_step(
+            decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device, dtype=self.model.dtype
+        )
         logits = self.model.forward(batch, self.cache)
         tokens, logprobs = sample(logits, [self.rows[row].sampling for row in sampled])
         self.counters["steps"] += 1
