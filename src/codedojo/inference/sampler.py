@@ -24,12 +24,22 @@ class RowSampling:
     """None for greedy rows."""
 
 
+# Inverse-CDF sampling searches the vocabulary in two levels: first which block of this many tokens
+# holds the target mass, then where inside that block (a float64 cumulative sum over the block sums and
+# one over a single block per row, instead of a float64 copy and cumulative sum of the whole
+# vocabulary; `bench/engine_steps.py` times the two).
+BLOCK = 256
+
+
 def sample(logits: torch.Tensor, rows: list[RowSampling]) -> tuple[list[int], list[float]]:
     """logits [rows, vocab] fp32 -> (token per row, logprob per row)."""
-    temperatures = torch.tensor(
-        [r.temperature if r.temperature > 0 else 1.0 for r in rows], dtype=logits.dtype, device=logits.device
-    )
-    logprobs = torch.log_softmax(logits / temperatures[:, None], dim=-1)  # [rows, vocab]
+    if all(r.temperature in (0.0, 1.0) for r in rows):
+        logprobs = torch.log_softmax(logits, dim=-1)  # [rows, vocab]
+    else:
+        temperatures = torch.tensor(
+            [r.temperature if r.temperature > 0 else 1.0 for r in rows], dtype=logits.dtype, device=logits.device
+        )
+        logprobs = torch.log_softmax(logits / temperatures[:, None], dim=-1)
     tokens = torch.empty(len(rows), dtype=torch.int64, device=logits.device)
     sampled = [i for i, r in enumerate(rows) if r.temperature > 0]
     greedy = [i for i, r in enumerate(rows) if r.temperature == 0]
@@ -37,22 +47,44 @@ def sample(logits: torch.Tensor, rows: list[RowSampling]) -> tuple[list[int], li
         index = torch.tensor(greedy, device=logits.device)
         tokens[index] = logits[index].argmax(dim=-1)
     if sampled:
-        index = torch.tensor(sampled, device=logits.device)
-        # float64 so that the running sum over a 150k vocabulary stays accurate.
-        probs = logprobs[index].double().exp()  # [sampled, vocab]
+        every = len(sampled) == len(rows)
+        index = torch.arange(len(rows), device=logits.device) if every else torch.tensor(sampled, device=logits.device)
+        probs = (logprobs if every else logprobs[index]).exp()  # [sampled, vocab]
         for j, i in enumerate(sampled):
             if rows[i].top_k or rows[i].top_p < 1:
                 probs[j] = _truncate(probs[j], top_k=rows[i].top_k, top_p=rows[i].top_p)
-        cdf = probs.cumsum(dim=-1)
         uniforms = torch.stack(
             [torch.rand((), generator=rows[i].generator, dtype=torch.float64) for i in sampled]
         ).to(logits.device)
-        # First token whose cumulative mass exceeds u * total: zero-probability tokens never win.
-        targets = (uniforms * cdf[:, -1])[:, None]
-        chosen = torch.searchsorted(cdf, targets, right=True)[:, 0]
-        tokens[index] = chosen.clamp_(max=logits.shape[-1] - 1)
+        tokens[index] = _inverse_cdf(probs, uniforms)
     chosen_logprobs = logprobs.gather(1, tokens[:, None])[:, 0]
     return tokens.tolist(), chosen_logprobs.tolist()
+
+
+def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Per row, the first token whose cumulative mass exceeds u * total mass (sums in float64, so the
+    running total over a 150k vocabulary stays accurate). Zero-probability tokens never win.
+    probs [rows, vocab] (any float dtype, unnormalised), uniforms [rows] in [0, 1)."""
+    rows, vocab = probs.shape
+    blocks = -(-vocab // BLOCK)
+    padded = torch.nn.functional.pad(probs, (0, blocks * BLOCK - vocab)).view(rows, blocks, BLOCK)
+    block_mass = padded.sum(dim=-1).to(torch.float64)  # [rows, blocks]; 256 terms each, fp32 is enough
+    block_cdf = block_mass.cumsum(dim=-1)
+    targets = uniforms.to(torch.float64) * block_cdf[:, -1]  # [rows]
+    # Rounding (u * total can round up to total) can put the target at or past a running total: then
+    # the answer is the last block, and in it the last token, that has mass.
+    block = torch.searchsorted(block_cdf, targets[:, None], right=True)[:, 0]
+    block = torch.minimum(block, _last_positive(block_mass))
+    before = (block_cdf.gather(1, block[:, None]) - block_mass.gather(1, block[:, None]))[:, 0]
+    inside = padded[torch.arange(rows, device=probs.device), block].to(torch.float64)  # [rows, BLOCK]
+    cdf = inside.cumsum(dim=-1) + before[:, None]
+    offset = torch.searchsorted(cdf, targets[:, None], right=True)[:, 0]
+    return block * BLOCK + torch.minimum(offset, _last_positive(inside))
+
+
+def _last_positive(values: torch.Tensor) -> torch.Tensor:
+    """Index of the last positive entry of each row of values [rows, n]."""
+    return values.shape[-1] - 1 - (values > 0).flip(-1).to(torch.int64).argmax(dim=-1)
 
 
 def _truncate(probs: torch.Tensor, *, top_k: int, top_p: float) -> torch.Tensor:
