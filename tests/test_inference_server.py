@@ -98,17 +98,19 @@ def test_router_keeps_sessions_on_one_server_and_reuses_their_cache(servers, tin
             return turns
 
         results = await asyncio.gather(*[episode(i, sid) for i, sid in enumerate(sessions)])
-        held = [set((await c.stats())["parked_sessions"]) for c in clients]
+        stats = [await c.stats() for c in clients]
         owners = {sid: router.engine_index(sid) for sid in sessions}
         await router.close()
-        return results, held, owners
+        return results, stats, owners
 
-    results, held, owners = asyncio.run(run())
+    results, stats, owners = asyncio.run(run())
+    held = [set(s["parked_sessions"]) for s in stats]
     for turns in results:
         for (prev_len, prev), (_, out) in itertools.pairwise(turns):
             assert out.cached_tokens == prev_len + len(prev.token_ids) - 1  # its server kept its KV
     assert held[0].isdisjoint(held[1])
-    assert held[0] | held[1] == set(sessions)
+    # (Seen failing once, in a full-suite run on a loaded machine, not reproduced in 5 runs since.)
+    assert held[0] | held[1] == set(sessions), f"without parked KV: {set(sessions) - held[0] - held[1]}; {stats}"
     for sid, index in owners.items():
         assert sid in held[index]
     assert set(owners.values()) == {0, 1}

@@ -1,0 +1,151 @@
+"""Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
+
+    .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5]
+
+- packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
+  HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
+  and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows);
+- decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
+  masked call over every row, for the 16 ragged rows;
+- sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
+  float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
+  (median of 20 calls per round).
+
+Sides alternate; each keeps its fastest of --repeat rounds (the machine is shared). Prints one JSON
+object: milliseconds per step for both sides and the ratio (baseline / ours, > 1 means faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from codedojo.inference import resolve_model
+from codedojo.inference import step_batch as sb
+from codedojo.inference.kv_cache import KVCache
+from codedojo.inference.sampler import _inverse_cdf
+
+
+def fastest_ms(fn: Callable[[], object], calls: int) -> float:
+    fn()  # warm: first-call allocations
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1000
+
+
+def ab(sides: dict[str, Callable[[], float]], repeat: int) -> dict[str, Any]:
+    best = {name: float("inf") for name in sides}
+    for _ in range(repeat):
+        for name, run in sides.items():
+            best[name] = min(best[name], run())
+    ours, base = best["ours"], best["baseline"]
+    return {"ours_ms": round(ours, 1), "baseline_ms": round(base, 1), "ratio": round(base / ours, 2)}
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    loaded = resolve_model(args.model).load(device="cpu", dtype=torch.float32)
+    model = loaded.engine_model()
+    cfg = model.config
+    packed = model._pack()
+    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down)
+             for p, layer in zip(packed, model.layers, strict=True)]
+    heads = {"packed": model._packed_head, "plain": model.lm_head}
+
+    def use(weights: str) -> None:
+        model._packed = packed if weights == "packed" else plain
+        model._packed_head = heads[weights]
+
+    rng = random.Random(0)
+    ragged = [rng.randint(500, 1600) for _ in range(16)]
+    cache = KVCache(model.kv_shape, rows=16, capacity=2048)
+    for tensor in cache.keys + cache.values:
+        tensor.normal_()
+
+    def decode_step(lengths: list[int]) -> Callable[[], object]:
+        rows = [(row, length - 1, 5) for row, length in enumerate(lengths)]
+        return lambda: model.forward(
+            sb.build_step(rows, prefills=[], sample_tokens=list(range(len(rows))), device=model.device), cache
+        )
+
+    def prefill_step() -> object:
+        decode = [(row, 900, 5) for row in range(3, 16)]
+        chunks = [(0, 600, list(range(10, 410))), (1, 900, list(range(10, 310))), (2, 0, list(range(10, 321)))]
+        step = sb.build_step(decode, prefills=chunks, sample_tokens=list(range(13)), device=model.device)
+        return model.forward(step, cache)
+
+    shapes = {
+        "decode_8_rows_1000": (decode_step([1000] * 8), 6),
+        "decode_16_ragged_rows": (decode_step(ragged), 4),
+        "prefill_1024_tokens": (prefill_step, 1),
+    }
+    results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat}
+    split_cost = sb.RUN_CALL_COST
+    for name, (fn, calls) in shapes.items():
+        def side(weights: str, fn: Callable[[], object] = fn, calls: int = calls) -> Callable[[], float]:
+            return lambda: (use(weights), fastest_ms(fn, calls))[1]
+
+        results[f"packed_weights/{name}"] = ab({"ours": side("packed"), "baseline": side("plain")}, args.repeat)
+    use("packed")
+
+    def with_cost(cost: int) -> Callable[[], float]:
+        def run() -> float:
+            sb.RUN_CALL_COST = cost
+            try:
+                return fastest_ms(shapes["decode_16_ragged_rows"][0], 4)
+            finally:
+                sb.RUN_CALL_COST = split_cost
+
+        return run
+
+    results["decode_runs/decode_16_ragged_rows"] = ab(
+        {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
+    )
+    reads = {}
+    for label, cost in (("split", split_cost), ("one_call", 10**9)):
+        sb.RUN_CALL_COST = cost
+        step = sb.build_step([(r, n - 1, 5) for r, n in enumerate(ragged)], prefills=[], sample_tokens=[],
+                             device=model.device)
+        reads[label] = sum((r.row_stop - r.row_start) * r.kv_len for r in step.decode_runs)
+        reads[f"calls_per_layer_{label}"] = len(step.decode_runs)
+    sb.RUN_CALL_COST = split_cost
+    results["decode_runs/kv_positions_read"] = {"used": sum(ragged), **reads}
+
+    def ours_search(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        return _inverse_cdf(logprobs.exp(), uniforms)
+
+    def float64_cumsum(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        # What the sampler did before: probabilities in float64, one cumulative sum over the vocabulary.
+        cdf = logprobs.double().exp().cumsum(dim=-1)
+        return torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
+
+    def sampler_side(search: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[[], float]:
+        def run() -> float:
+            times = []
+            for _ in range(20):  # fresh logits each call: the real step's are not in cache either
+                logprobs = torch.log_softmax(torch.randn(16, cfg.vocab_size) * 3, dim=-1)
+                uniforms = torch.rand(16, dtype=torch.float64)
+                start = time.perf_counter()
+                search(logprobs, uniforms)
+                times.append(time.perf_counter() - start)
+            return sorted(times)[len(times) // 2] * 1000  # median
+
+        return run
+
+    results["sampler/16_rows_exp_and_search"] = ab(
+        {"ours": sampler_side(ours_search), "baseline": sampler_side(float64_cumsum)}, args.repeat
+    )
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--repeat", type=int, default=5)
+    print(json.dumps(main(parser.parse_args()), indent=2))
