@@ -52,8 +52,11 @@ def podman_service(workdir: Path) -> Iterator[str]:
     sock = workdir / "podman.sock"
     log = (workdir / "podman-service.log").open("wb")
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+    # cwd: conmon, which podman starts per container, writes a file named `oom` into its working
+    # directory when the container is OOM-killed; without this it landed in the checkout.
     proc = subprocess.Popen(["setpriv", "--pdeathsig", "TERM", "podman", "system", "service", "--time=0",
-                             f"unix://{sock}"], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                             f"unix://{sock}"], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=workdir)
     url = f"unix://{sock}"
     try:
         _wait_until_serving(url, proc, workdir / "podman-service.log")
