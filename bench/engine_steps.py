@@ -4,7 +4,8 @@
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
-  and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows);
+  and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows), plus
+  the resident memory the packed copies add;
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
   masked call over every row, for the 16 ragged rows;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import torch
 
 from codedojo.inference import resolve_model
@@ -53,7 +55,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     loaded = resolve_model(args.model).load(device="cpu", dtype=torch.float32)
     model = loaded.engine_model()
     cfg = model.config
-    packed = model._pack()
+    process = psutil.Process()
+    rss_before = process.memory_info().rss
+    model._pack()
+    packed_copy_mib = (process.memory_info().rss - rss_before) >> 20
+    packed = model._packed
+    assert packed is not None
     plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down)
              for p, layer in zip(packed, model.layers, strict=True)]
     heads = {"packed": model._packed_head, "plain": model.lm_head}
@@ -85,7 +92,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "decode_16_ragged_rows": (decode_step(ragged), 4),
         "prefill_1024_tokens": (prefill_step, 1),
     }
-    results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat}
+    results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
+                               "packed_weights/extra_rss_mib": packed_copy_mib}
     split_cost = sb.RUN_CALL_COST
     for name, (fn, calls) in shapes.items():
         def side(weights: str, fn: Callable[[], object] = fn, calls: int = calls) -> Callable[[], float]:

@@ -57,10 +57,11 @@ class StepBatch:
         return int(self.decode_rows.shape[0])
 
 
-# What one more attention call per layer costs, in KV positions read per row. Picked by measuring
-# SmolLM2 decode attention on this 2-core CPU (16 rows of 500-1600 positions): 128-512 all beat one
-# masked call by 10-25%; 256 was never far from the best. Off the CPU (a GPU's launch costs many
-# thousands of positions' reads) every stretch of contiguous rows stays one call.
+# What one more attention call per layer costs, in KV positions read per row. Picked with a one-off
+# timing of SmolLM2 decode attention alone on this 2-core CPU (16 rows of 500-1600 positions, 30
+# layers): 128-512 all beat one masked call by 10-25%, 256 was never far from the best. A whole decode
+# step gains less than the machine's noise (bench/engine_steps.py: 0.95-1.08x in three runs). Off the
+# CPU (a GPU's launch costs many thousands of positions' reads) every stretch of rows stays one call.
 RUN_CALL_COST = 256
 
 
@@ -68,7 +69,8 @@ def _split_runs(decode: list[tuple[int, int, int]], call_cost: float | None = No
     """[start, stop) index ranges of decode runs: contiguous rows, split where that saves reads.
 
     A run reads every row up to its longest row's length, so a short row next to a long one reads
-    (masked) positions it never uses: 21% of the reads in bench/engine.py's workload (c) without this.
+    (masked) positions it never uses: 6,468 of 24,752 reads for bench/engine_steps.py's 16 rows of
+    500-1,600 positions without this, 668 with it.
     Within each stretch of contiguous rows, a dynamic program picks the split minimising rows * kv_len
     summed over runs plus call_cost (default RUN_CALL_COST) per run."""
     call_cost = RUN_CALL_COST if call_cost is None else call_cost

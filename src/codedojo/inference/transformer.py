@@ -238,9 +238,9 @@ class Transformer:
         self._packed: list[_PackedLayer] | None = None
         self._packed_head = self.lm_head
 
-    def _pack(self) -> list[_PackedLayer]:
+    def _pack(self) -> None:
         self._packed_head = pack_weight(self.lm_head)
-        return [
+        self._packed = [
             _PackedLayer(
                 qkv=pack_weight(layer.qkv),
                 o=pack_weight(layer.o),
@@ -322,7 +322,8 @@ class Transformer:
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
         if self._packed is None:
-            self._packed = self._pack()
+            self._pack()
+        assert self._packed is not None
         for index, (layer, packed) in enumerate(zip(self.layers, self._packed, strict=True)):
             h = _rms_norm(x, layer.input_norm, c.rms_norm_eps)
             qkv = linear(h, packed.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
