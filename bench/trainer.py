@@ -1,120 +1,284 @@
-"""Training-step throughput: codedojo's packed step vs a padded Hugging Face batch, in the same run.
+"""Training-step throughput: each of codedojo's savings alone and together, against today's step and
+against Hugging Face over padded pairs, all in one run.
 
-    .venv/bin/python bench/trainer.py [--sequences 8] [--repeat 2]
+    .venv/bin/python bench/trainer.py [--groups 2 --group-size 4] [--repeat 2] [--only a,b]
 
-Both sides train the same SmolLM2-135M-shaped model (random init; fp32; same seed) on the same episode
-sequences (lengths drawn from the spread of real agent episodes: 700-1900 tokens, ~15% of tokens
-trainable) with the same loss (mean negative logprob of trainable tokens), backward and AdamW step:
+Every configuration trains the same SmolLM2-135M-shaped model (random init, same seed, fp32 master weights)
+on the same episode-like sequences with the same loss (mean negative logprob of trainable tokens,
+normalised by their count), backward and AdamW step. The RL workload is GRPO groups: each group's members
+share an opening (system prompt, task, first observation: 500-700 tokens) and then differ (600-1300 tokens
+each, a fifth of them the agent's own, trainable); the SFT workload is demonstrations of 600-1800 tokens
+with 12% trainable and no groups.
 
-  packed    codedojo.train.packed: token-budget micro-batches, attention within each sequence only,
-            logprobs in chunks;
-  padded    the HF model over right-padded micro-batches of 2 sequences with an attention mask, full
-            logits, the usual way to train on ragged episodes with transformers.
+  today       codedojo's packed step as it was: fp32, vocabulary head at every position, no sharing
+  head        + the head and log-softmax only at trainable positions
+  bf16        + bf16 matmuls (autocast over fp32 weights; the head stays fp32)
+  share       + one shared prefix per GRPO group
+  all         all three
+  hf_fp32     the HF model over right-padded micro-batches of 2 with an attention mask, full logits
+  hf_bf16     the same under bf16 autocast
+  sft_today / sft_new   the SFT step (codedojo.train.sft.sft_loss) before and after (head + bf16)
 
-Prints JSON with useful (non-padding) tokens per second of each, the ratio, and the padding share.
+Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
+model and its optimizer state live at a time); run it alone on the machine. Prints JSON: tokens/s of
+each, ratios named `<this>_vs_<that>`, the CPU's bf16 capability, threads and load averages.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
+import resource
+import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-from codedojo.rl.packing import pack
-from codedojo.train.packed import packed_token_logprobs
+from codedojo.precision import capability, compute_precision
+from codedojo.rl.packing import pack, pack_groups
+from codedojo.train.packed import MIN_SHARED_PREFIX
+from codedojo.train.policy import Policy
+from codedojo.train.sft import sft_loss
 
 SMOLLM2_SHAPE = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                      num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
                      tie_word_embeddings=True, rms_norm_eps=1e-5, rope_theta=100000.0)
 
 
-def build_model(seed: int) -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM, LlamaConfig
+@dataclass(frozen=True)
+class Seq:
+    ids: list[int]
+    mask: list[int]
+    """Per predicted position (len(ids) - 1): 1 where the token is trainable."""
+    group: int
+
+
+def build_model(seed: int, shape: dict | None = None, *, device: str = "cpu") -> torch.nn.Module:
+    """A random-init model of `shape` (a Llama or, with "model_type": "qwen3", a Qwen3 config), fp32."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
     torch.manual_seed(seed)
-    config = LlamaConfig(**SMOLLM2_SHAPE, architectures=["LlamaForCausalLM"], attn_implementation="sdpa")
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).train()
+    shape = dict(shape or SMOLLM2_SHAPE)
+    if shape.pop("model_type", "llama") == "qwen3":
+        config = Qwen3Config(**shape, architectures=["Qwen3ForCausalLM"], attn_implementation="sdpa")
+    else:
+        config = LlamaConfig(**shape, architectures=["LlamaForCausalLM"], attn_implementation="sdpa")
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).train()
 
 
-def workload(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+def rl_workload(*, groups: int, group_size: int, seed: int, scale: float = 1.0, vocab: int = 49000) -> list[Seq]:
     rng = random.Random(seed)
     out = []
-    for _ in range(n):
-        length = rng.randint(700, 1900)
-        ids = [rng.randrange(10, 49000) for _ in range(length)]
-        mask = [1 if rng.random() < 0.15 else 0 for _ in range(length - 1)]
-        out.append((ids, mask))
+    for g in range(groups):
+        opening = [rng.randrange(10, vocab) for _ in range(int(rng.randint(500, 700) * scale))]
+        for _ in range(group_size):
+            rest = [rng.randrange(10, vocab) for _ in range(int(rng.randint(600, 1300) * scale))]
+            mask = [0] * (len(opening) - 1) + [1 if rng.random() < 0.2 else 0 for _ in range(len(rest))]
+            out.append(Seq(opening + rest, mask, g))
     return out
 
 
-def packed_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: list[tuple[list[int], list[int]]],
-                budget: int) -> None:
-    num_tokens = sum(sum(m) for _, m in data)
-    for mb in pack([len(ids) for ids, _ in data], max_tokens=budget):
-        seqs = [data[i][0] for i in mb.indices]
-        masks = [data[i][1] for i in mb.indices]
-        lps, _ = packed_token_logprobs(model, seqs, chunk_size=256)
-        mask = torch.tensor([x for m in masks for x in m], dtype=torch.float32)
-        (-(torch.cat(lps) * mask).sum() / num_tokens).backward()
+def sft_workload(*, n: int, seed: int, scale: float = 1.0, vocab: int = 49000) -> list[Seq]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        length = int(rng.randint(600, 1800) * scale)
+        ids = [rng.randrange(10, vocab) for _ in range(length)]
+        out.append(Seq(ids, [1 if rng.random() < 0.12 else 0 for _ in range(length - 1)], i))
+    return out
+
+
+def codedojo_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int, used: bool,
+                  share: bool) -> None:
+    num_tokens = sum(sum(s.mask) for s in data)
+    if share:
+        mbs = pack_groups([s.ids for s in data], [s.group for s in data], max_tokens=budget,
+                          min_shared=MIN_SHARED_PREFIX)
+    else:
+        mbs = pack([len(s.ids) for s in data], max_tokens=budget)
+    for mb in mbs:
+        micro = [data[i] for i in mb.indices]
+        masks = [s.mask for s in micro]
+        lps, _ = policy.logprobs([s.ids for s in micro], temperature=1.0, chunk_size=256,
+                                 used=masks if used else None, groups=[s.group for s in micro] if share else None)
+        mask_T = torch.tensor([x for m in masks for x in m], dtype=torch.float32, device=policy.device)
+        (-(torch.cat(lps) * mask_T).sum() / num_tokens).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
 
 
-def padded_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: list[tuple[list[int], list[int]]],
-                micro: int) -> int:
-    num_tokens = sum(sum(m) for _, m in data)
+def sft_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int, used: bool) -> None:
+    num_tokens = sum(sum(s.mask) for s in data)
+    for mb in pack([len(s.ids) for s in data], max_tokens=budget):
+        micro = [data[i] for i in mb.indices]
+        if used:
+            loss = sft_loss(policy, [s.ids for s in micro], [s.mask for s in micro], num_tokens=num_tokens,
+                            chunk_size=256)
+        else:  # the SFT loss as it was: logprobs at every position, masked afterwards
+            lps, _ = policy.logprobs([s.ids for s in micro], temperature=1.0, chunk_size=256)
+            mask_T = torch.tensor([x for s in micro for x in s.mask], dtype=torch.float32, device=policy.device)
+            loss = -(torch.cat(lps) * mask_T).sum() / max(num_tokens, 1)
+        loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def hf_padded_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: list[Seq], *, micro: int,
+                   dtype: torch.dtype) -> int:
+    num_tokens = sum(sum(s.mask) for s in data)
+    device = next(model.parameters()).device
     padded_total = 0
     for start in range(0, len(data), micro):
         group = data[start:start + micro]
-        width = max(len(ids) for ids, _ in group)
+        width = max(len(s.ids) for s in group)
         padded_total += width * len(group)
         ids = torch.zeros(len(group), width, dtype=torch.long)
         attention = torch.zeros(len(group), width, dtype=torch.long)
         loss_mask = torch.zeros(len(group), width - 1)
-        for row, (seq, mask) in enumerate(group):
-            ids[row, : len(seq)] = torch.tensor(seq)
-            attention[row, : len(seq)] = 1
-            loss_mask[row, : len(mask)] = torch.tensor(mask, dtype=torch.float32)
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+        for row, s in enumerate(group):
+            ids[row, : len(s.ids)] = torch.tensor(s.ids)
+            attention[row, : len(s.ids)] = 1
+            loss_mask[row, : len(s.mask)] = torch.tensor(s.mask, dtype=torch.float32)
+        ids, attention, loss_mask = ids.to(device), attention.to(device), loss_mask.to(device)
+        with compute_precision(device, dtype):
+            logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
         (-(logprobs * loss_mask).sum() / num_tokens).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     return padded_total
 
 
+def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict | None, device: str = "cpu"
+                   ) -> dict[str, tuple[list[Seq], Callable[[], Callable[[], object]]]]:
+    # Each entry builds its model and optimizer when called and returns the step: one model (with its
+    # AdamW state) is alive at a time, so nine SmolLM2-sized configurations fit in memory.
+    def ours(dtype: torch.dtype, *, used: bool, share: bool) -> Callable[[], Callable[[], object]]:
+        def build() -> Callable[[], object]:
+            policy = Policy(build_model(seed=1, shape=shape, device=device), compute_dtype=dtype)
+            opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-6)
+            return lambda: codedojo_step(policy, opt, rl, budget=budget, used=used, share=share)
+        return build
+
+    def supervised(dtype: torch.dtype, *, used: bool) -> Callable[[], Callable[[], object]]:
+        def build() -> Callable[[], object]:
+            policy = Policy(build_model(seed=1, shape=shape, device=device), compute_dtype=dtype)
+            opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-6)
+            return lambda: sft_step(policy, opt, demos, budget=budget, used=used)
+        return build
+
+    def hf(dtype: torch.dtype) -> Callable[[], Callable[[], object]]:
+        def build() -> Callable[[], object]:
+            model = build_model(seed=1, shape=shape, device=device)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+            return lambda: hf_padded_step(model, opt, rl, micro=2, dtype=dtype)
+        return build
+
+    f32, b16 = torch.float32, torch.bfloat16
+    return {
+        "today": (rl, ours(f32, used=False, share=False)),
+        "head": (rl, ours(f32, used=True, share=False)),
+        "bf16": (rl, ours(b16, used=False, share=False)),
+        "share": (rl, ours(f32, used=False, share=True)),
+        "all": (rl, ours(b16, used=True, share=True)),
+        "hf_fp32": (rl, hf(f32)),
+        "hf_bf16": (rl, hf(b16)),
+        "sft_today": (demos, supervised(f32, used=False)),
+        "sft_new": (demos, supervised(b16, used=True)),
+    }
+
+
+def time_steps(build: Callable[[], Callable[[], object]], *, repeat: int) -> float:
+    """The fastest of `repeat` consecutive steps of a freshly built configuration (the first one pays for
+    the optimizer state and lazy initialisation, so use repeat >= 2 for a measurement)."""
+    step = build()
+    best = float("inf")
+    for _ in range(repeat):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    del step
+    gc.collect()
+    return best
+
+
+def ratios(tps: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+
+    def put(a: str, b: str, name: str | None = None) -> None:
+        if a in tps and b in tps:
+            out[name or f"{a}_vs_{b}"] = round(tps[a] / tps[b], 3)
+
+    for change in ("head", "bf16", "share", "all"):
+        put(change, "today")
+    put("today", "hf_fp32")
+    put("hf_bf16", "hf_fp32")
+    if "hf_fp32" in tps and "hf_bf16" in tps and "all" in tps:
+        fastest = max(("hf_fp32", "hf_bf16"), key=lambda k: tps[k])
+        out[f"all_vs_hf_fastest({fastest})"] = round(tps["all"] / tps[fastest], 3)
+    put("sft_new", "sft_today")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sequences", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=2, help="timed steps per side, alternating (fastest kept)")
-    parser.add_argument("--budget", type=int, default=4096, help="packed micro-batch token budget")
+    parser.add_argument("--groups", type=int, default=2, help="GRPO groups in the RL batch")
+    parser.add_argument("--group-size", type=int, default=4, help="samples per group")
+    parser.add_argument("--sft-sequences", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=2, help="timed steps per configuration (fastest kept)")
+    parser.add_argument("--budget", type=int, default=4096, help="micro-batch token budget")
+    parser.add_argument("--only", default="", help="comma-separated configurations (default: all)")
+    parser.add_argument("--tiny", action="store_true", help="a tiny model and short sequences (a smoke test)")
     args = parser.parse_args()
-    data = workload(args.sequences, seed=0)
-    useful = sum(len(ids) for ids, _ in data)
-    models = {name: build_model(seed=1) for name in ("packed", "padded")}
-    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-6) for name, m in models.items()}
-    best = {"packed": float("inf"), "padded": float("inf")}
-    padded_tokens = 0
-    for _ in range(args.repeat):
-        for name in ("packed", "padded"):
-            t0 = time.perf_counter()
-            if name == "packed":
-                packed_step(models[name], opts[name], data, args.budget)
-            else:
-                padded_tokens = padded_step(models[name], opts[name], data, micro=2)
-            best[name] = min(best[name], time.perf_counter() - t0)
+    shape = None
+    scale = 1.0
+    if args.tiny:
+        shape = dict(SMOLLM2_SHAPE, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2)
+        scale = 0.05
+    vocab = 500 if args.tiny else 49000
+    rl = rl_workload(groups=args.groups, group_size=args.group_size, seed=0, scale=scale, vocab=vocab)
+    sft = sft_workload(n=args.sft_sequences, seed=1, scale=scale, vocab=vocab)
+    configs = configurations(rl, sft, budget=args.budget, shape=shape)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - set(configs))
+        if unknown:
+            parser.error(f"unknown configuration(s) {unknown}; known: {', '.join(configs)}")
+        configs = {k: v for k, v in configs.items() if k in wanted}
+    load_before = os.getloadavg()
+    started = time.time()
+    best = {name: time_steps(build, repeat=args.repeat) for name, (_, build) in configs.items()}
+    tokens = {name: sum(len(s.ids) for s in data) for name, (data, _) in configs.items()}
+    tps = {name: round(tokens[name] / best[name], 1) for name in configs}
     result = {
-        "bench": "trainer", "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-        "sequences": len(data), "useful_tokens": useful,
-        "packed_tokens_per_sec": round(useful / best["packed"], 1),
-        "padded_hf_tokens_per_sec": round(useful / best["padded"], 1),
-        "ratio": round(best["padded"] / best["packed"], 3),
-        "padding_share_of_padded_batch": round(1 - useful / max(padded_tokens, 1), 3),
-        "seconds": {k: round(v, 2) for k, v in best.items()},
+        "bench": "trainer", "command": " ".join(["bench/trainer.py", *sys.argv[1:]]),
+        "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "torch": torch.__version__,
+        "capability": capability("cpu"),
+        "rl_workload": {"groups": args.groups, "group_size": args.group_size, "tokens": tokens.get("today", 0),
+                        "trainable": sum(sum(s.mask) for s in rl),
+                        "laid_out_with_sharing": sum(mb.num_tokens for mb in pack_groups(
+                            [s.ids for s in rl], [s.group for s in rl], max_tokens=args.budget,
+                            min_shared=MIN_SHARED_PREFIX))},
+        "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
+                         "trainable": sum(sum(s.mask) for s in sft)},
+        "budget": args.budget, "repeat": args.repeat,
+        "tokens_per_sec": tps, "seconds": {k: round(v, 2) for k, v in best.items()},
+        "ratios": ratios(tps),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "wall_seconds": round(time.time() - started, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
     print(json.dumps(result, indent=2))
 

@@ -103,3 +103,22 @@ def test_packing_by_hand() -> None:
     assert position_ids([3, 2]) == [0, 1, 2, 0, 1]
     with pytest.raises(ValueError):
         pack([0], max_tokens=4)
+
+
+def test_group_packing_by_hand() -> None:
+    from codedojo.rl.packing import common_prefix_length, pack_groups, shared_size
+
+    p = list(range(10, 20))  # a 10-token opening shared by group "a"
+    seqs = [[*p, 1, 2], [*p, 3], [*p, 4, 5, 6], [7] * 8, [8] * 5]
+    assert common_prefix_length([seqs[0], seqs[1], seqs[2]]) == 10
+    assert common_prefix_length([[1, 2], [1, 2, 3]]) == 2
+    # the prefix counts once: 10 + 2 + 1 + 3
+    assert shared_size(seqs[:3], min_shared=4) == 16
+    assert shared_size(seqs[:3], min_shared=11) == 12 + 11 + 13  # too short to share: plain lengths
+    # group a (16 laid-out tokens) fits a budget of 16 as one unit; b's two plain sequences fill the next bin
+    mbs = pack_groups(seqs, ["a", "a", "a", "b", "b"], max_tokens=16, min_shared=4)
+    assert mbs == [MicroBatch((0, 1, 2), 16), MicroBatch((3, 4), 13)]
+    # a budget of 14 cuts group a into runs: [0, 1] (10 + 2 + 1 = 13) and [2] (13)
+    mbs = pack_groups(seqs, ["a", "a", "a", "b", "b"], max_tokens=14, min_shared=4)
+    assert sorted(mb.indices for mb in mbs) == [(0, 1), (2,), (3, 4)]
+    assert all(mb.num_tokens <= 14 for mb in mbs)

@@ -173,6 +173,7 @@ class TrainConfig:
                       + (", ".join(f"eval {e.name} {len(e.tasks)}" for e in eval_sets) or "no eval"))
         for key, value in self.derived().items():
             console.print(f"  {key}: {value}")
+        console.print(f"  training matmuls: {_precision_note(self.recipe.bf16, device)}")
         for name, reason in self.ignored_fields("local"):
             console.print(f"  [dim]ignored locally: {name} ({reason})[/dim]")
         trainer = LocalTrainer(model=self.model, tasks=tasks, recipe=self.recipe, run_dir=run_dir, device=device,
@@ -208,3 +209,15 @@ class TrainConfig:
                                                                        self.recipe.eval_max_response_len
                                                                        or self.recipe.rollout_max_response_len)))
         return sets
+
+
+def _precision_note(bf16: bool | None, device: str) -> str:
+    import torch
+
+    from codedojo.precision import compute_dtype, native_bf16
+
+    dtype = "bf16" if compute_dtype(bf16, device) == torch.bfloat16 else "fp32"
+    if bf16 is not None:
+        return f"{dtype} (recipe bf16={bf16})"
+    return f"{dtype} (bf16 unset: {device} {'has' if native_bf16(device) else 'lacks'} native bf16)"
+

@@ -4,21 +4,114 @@ HF's own forward over a padded batch wastes compute on padding, and over one pac
 block-diagonal mask whose attention cost grows with the square of the whole row. Here the model's own
 modules (embeddings, norms, projections, MLPs, rotary embedding — so LoRA-wrapped projections and both
 Llama and Qwen3 work unchanged) run once over every token of the micro-batch, and attention runs per
-sequence with causal SDPA. Logprobs are computed in chunks of positions, each chunk recomputed in the
-backward pass, so the vocabulary-sized logits of a whole micro-batch never sit in memory at once.
+sequence with SDPA.
 
-Shapes: T tokens of the packed micro-batch, H hidden size, V vocabulary.
+Three savings, each exact (the same numbers as the plain computation, up to float summation order):
+- **Logprobs only where they are read.** `used` marks, per sequence, the positions whose logprob a loss,
+  metric or ratio reads (the loss mask); the vocabulary head and log-softmax run at those positions only,
+  in chunks that the backward pass recomputes, so vocabulary-sized logits never sit in memory at once.
+  Unread positions come back as 0.
+- **One prefix per group.** Sequences given the same `groups` key (a GRPO group: same system prompt, task
+  and first observation) share their longest common token prefix: it is laid out once, its tokens attend
+  causally among themselves, and each member's suffix attends to the whole prefix and causally to itself.
+  The prefix's gradient is the sum of its members' gradients, as in the unshared computation.
+- Norms, projections and MLPs see each shared token once, so a prefix that is a third of every sequence
+  costs a third less of everything but the suffix attention.
+
+Shapes: T tokens laid out (shared prefixes once), H hidden size, Q head rows (positions whose logprob is
+read), V vocabulary.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+from codedojo.rl.packing import shared_prefix_length
+
+MIN_SHARED_PREFIX = 16
+"""Shorter common prefixes are not worth an extra attention call per member."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Tokens laid out contiguously: a prefix, then zero or more suffixes that each attend to all of it.
+
+    A plain sequence is a block with no suffix; a shared group is its common prefix plus one suffix per
+    member (each at least one token long)."""
+
+    start: int
+    prefix: int
+    suffixes: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return self.prefix + sum(self.suffixes)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each sequence's tokens lie in the packed row.
+
+    `rows[i][t]` is the row of token t of sequence i (shared prefix tokens map to the same row for every
+    member of their group)."""
+
+    blocks: tuple[_Block, ...]
+    rows: tuple[tuple[int, ...], ...]
+    input_ids: tuple[int, ...]
+    positions: tuple[int, ...]
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+
+def layout(sequences: Sequence[Sequence[int]], groups: Sequence[Any] | None = None,
+           *, min_shared: int = MIN_SHARED_PREFIX) -> Layout:
+    """Lay out `sequences`; members of a group (same key in `groups`) share their common token prefix
+    when it is at least `min_shared` tokens. Every member keeps at least one token of its own."""
+    order: list[list[int]] = []
+    if groups is None:
+        order = [[i] for i in range(len(sequences))]
+    else:
+        if len(groups) != len(sequences):
+            raise ValueError(f"{len(groups)} group keys for {len(sequences)} sequences")
+        by_key: dict[Any, list[int]] = {}
+        for i, key in enumerate(groups):
+            by_key.setdefault(key, []).append(i)
+        order = list(by_key.values())
+    blocks: list[_Block] = []
+    rows: list[tuple[int, ...]] = [()] * len(sequences)
+    ids: list[int] = []
+    positions: list[int] = []
+    for members in order:
+        shared = shared_prefix_length([sequences[i] for i in members], min_shared=min_shared)
+        if not shared:
+            for i in members:  # plain sequences, each its own block
+                seq = sequences[i]
+                start = len(ids)
+                blocks.append(_Block(start=start, prefix=len(seq), suffixes=()))
+                rows[i] = tuple(range(start, start + len(seq)))
+                ids.extend(seq)
+                positions.extend(range(len(seq)))
+            continue
+        start = len(ids)
+        ids.extend(sequences[members[0]][:shared])
+        positions.extend(range(shared))
+        suffixes = []
+        for i in members:
+            tail = sequences[i][shared:]
+            rows[i] = tuple(range(start, start + shared)) + tuple(range(len(ids), len(ids) + len(tail)))
+            ids.extend(tail)
+            positions.extend(range(shared, shared + len(tail)))
+            suffixes.append(len(tail))
+        blocks.append(_Block(start=start, prefix=shared, suffixes=tuple(suffixes)))
+    return Layout(blocks=tuple(blocks), rows=tuple(rows), input_ids=tuple(ids), positions=tuple(positions))
 
 
 def _apply_rotary(x_hTd: torch.Tensor, cos_Td: torch.Tensor, sin_Td: torch.Tensor) -> torch.Tensor:
@@ -27,20 +120,50 @@ def _apply_rotary(x_hTd: torch.Tensor, cos_Td: torch.Tensor, sin_Td: torch.Tenso
     return x_hTd * cos_Td + rotated * sin_Td
 
 
-def packed_hidden_states(model: Any, input_ids_T: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
-    """Final hidden states (T, H) of sequences of `lengths` packed in `input_ids_T`."""
+def _suffix_masks(blocks: Sequence[_Block], device: torch.device) -> dict[tuple[int, int], torch.Tensor]:
+    """Boolean masks (suffix, prefix + suffix): the whole prefix visible, the suffix causal."""
+    masks: dict[tuple[int, int], torch.Tensor] = {}
+    for b in blocks:
+        for s in b.suffixes:
+            if (b.prefix, s) not in masks:
+                mask = torch.ones(s, b.prefix + s, dtype=torch.bool, device=device)
+                mask[:, b.prefix:] = torch.ones(s, s, dtype=torch.bool, device=device).tril()
+                masks[(b.prefix, s)] = mask
+    return masks
+
+
+def _attention(q_hTd: torch.Tensor, k_hTd: torch.Tensor, v_hTd: torch.Tensor, blocks: Sequence[_Block],
+               masks: dict[tuple[int, int], torch.Tensor], *, gqa: bool) -> torch.Tensor:
+    outputs = []
+    for b in blocks:
+        p0, p1 = b.start, b.start + b.prefix
+        outputs.append(F.scaled_dot_product_attention(
+            q_hTd[None, :, p0:p1], k_hTd[None, :, p0:p1], v_hTd[None, :, p0:p1], is_causal=True,
+            enable_gqa=gqa)[0])
+        s0 = p1
+        for s in b.suffixes:
+            k = torch.cat((k_hTd[:, p0:p1], k_hTd[:, s0:s0 + s]), dim=1)
+            v = torch.cat((v_hTd[:, p0:p1], v_hTd[:, s0:s0 + s]), dim=1)
+            outputs.append(F.scaled_dot_product_attention(
+                q_hTd[None, :, s0:s0 + s], k[None], v[None], attn_mask=masks[(b.prefix, s)], enable_gqa=gqa)[0])
+            s0 += s
+    return torch.cat(outputs, dim=1)
+
+
+def packed_hidden_states(model: Any, lay: Layout) -> torch.Tensor:
+    """Final hidden states (T, H) of the tokens laid out in `lay`, before the final norm."""
     core = model.model
     config = model.config
-    positions = torch.cat([torch.arange(n, device=input_ids_T.device) for n in lengths])
+    device = next(model.parameters()).device
+    input_ids_T = torch.tensor(lay.input_ids, dtype=torch.long, device=device)
+    positions = torch.tensor(lay.positions, dtype=torch.long, device=device)
     x_TH = core.embed_tokens(input_ids_T)
     cos, sin = core.rotary_emb(x_TH[None], positions[None])
     cos_Td, sin_Td = cos[0].to(x_TH.dtype), sin[0].to(x_TH.dtype)
     num_heads = config.num_attention_heads
     num_kv = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
-    bounds = [0]
-    for n in lengths:
-        bounds.append(bounds[-1] + n)
+    masks = _suffix_masks(lay.blocks, device)
     total = x_TH.shape[0]
     for layer in core.layers:
         attn = layer.self_attn
@@ -52,32 +175,61 @@ def packed_hidden_states(model: Any, input_ids_T: torch.Tensor, lengths: Sequenc
             q, k = attn.q_norm(q), attn.k_norm(k)
         q = _apply_rotary(q.transpose(0, 1), cos_Td, sin_Td)  # (heads, T, d)
         k = _apply_rotary(k.transpose(0, 1), cos_Td, sin_Td)
-        v = v.transpose(0, 1)
-        outputs = []
-        for start, end in itertools.pairwise(bounds):
-            outputs.append(F.scaled_dot_product_attention(
-                q[None, :, start:end], k[None, :, start:end], v[None, :, start:end],
-                is_causal=True, enable_gqa=num_kv != num_heads)[0])
-        o_TH = torch.cat(outputs, dim=1).transpose(0, 1).reshape(total, num_heads * head_dim)
-        x_TH = x_TH + attn.o_proj(o_TH)
+        o = _attention(q, k, v.transpose(0, 1), lay.blocks, masks, gqa=num_kv != num_heads)
+        x_TH = x_TH + attn.o_proj(o.transpose(0, 1).reshape(total, num_heads * head_dim))
         x_TH = x_TH + layer.mlp(layer.post_attention_layernorm(x_TH))
-    return core.norm(x_TH)
+    return x_TH
 
 
-def _chunk_logprobs(head: torch.nn.Module, hidden_CH: torch.Tensor, targets_C: torch.Tensor,
-                    temperature: float) -> torch.Tensor:
-    logits = head(hidden_CH).float()
-    if temperature != 1.0:
-        logits = logits / temperature
+def _chunk_logits(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: torch.Tensor,
+                  temperature: float) -> torch.Tensor:
+    # The head runs in fp32 even under bf16 autocast: it sees only the positions whose logprob is read
+    # (a small share of the step's FLOPs), and bf16 logits would double the logprob error (measured on
+    # SmolLM2, docs/training.md).
+    with torch.autocast(device_type=hidden_CH.device.type, enabled=False):
+        logits = head(norm(hidden_CH.float())).float()
+    return logits / temperature if temperature != 1.0 else logits
+
+
+def _chunk_logprobs(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: torch.Tensor,
+                    targets_C: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = _chunk_logits(norm, head, hidden_CH, temperature)
     return torch.log_softmax(logits, dim=-1).gather(-1, targets_C[:, None])[:, 0]
 
 
-def _chunk_entropy(head: torch.nn.Module, hidden_CH: torch.Tensor, temperature: float) -> torch.Tensor:
-    logits = head(hidden_CH).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1)
+def _chunk_entropy(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: torch.Tensor,
+                   temperature: float) -> torch.Tensor:
+    logp = torch.log_softmax(_chunk_logits(norm, head, hidden_CH, temperature), dim=-1)
     return -(logp.exp() * logp).sum(dim=-1)
+
+
+def _head_queries(lay: Layout, sequences: Sequence[Sequence[int]], used: Sequence[Sequence[int]] | None
+                  ) -> tuple[list[int], list[int], list[list[int]]]:
+    """The (row, target) pairs the head must score, each once, and per sequence the index of each
+    predicted position's pair (or -1 where it is not read)."""
+    index: dict[tuple[int, int], int] = {}
+    rows: list[int] = []
+    targets: list[int] = []
+    maps: list[list[int]] = []
+    for i, seq in enumerate(sequences):
+        mask = used[i] if used is not None else None
+        if mask is not None and len(mask) != len(seq) - 1:
+            raise ValueError(f"sequence {i}: {len(mask)} used-position flags for {len(seq) - 1} predicted positions")
+        seq_rows = lay.rows[i]
+        seq_map = []
+        for t in range(len(seq) - 1):
+            if mask is not None and not mask[t]:
+                seq_map.append(-1)
+                continue
+            key = (seq_rows[t], seq[t + 1])
+            slot = index.get(key)
+            if slot is None:
+                slot = index[key] = len(rows)
+                rows.append(key[0])
+                targets.append(key[1])
+            seq_map.append(slot)
+        maps.append(seq_map)
+    return rows, targets, maps
 
 
 def packed_token_logprobs(
@@ -87,38 +239,42 @@ def packed_token_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 128,
     with_entropy: bool = False,
+    used: Sequence[Sequence[int]] | None = None,
+    groups: Sequence[Any] | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """For each sequence, the logprob of every token after the first given its prefix: (len - 1,) each.
 
-    Matches `log_softmax(model(seq).logits / temperature)` gathered at the next tokens. With
-    `with_entropy`, also each position's entropy (same shapes)."""
-    device = next(model.parameters()).device
-    lengths = [len(s) for s in sequences]
-    ids_T = torch.tensor([t for s in sequences for t in s], dtype=torch.long, device=device)
-    hidden_TH = packed_hidden_states(model, ids_T, lengths)
-    # position i predicts token i + 1 within its sequence; drop each sequence's last position
-    keep, targets = [], []
-    offset = 0
-    for n in lengths:
-        keep.append(torch.arange(offset, offset + n - 1, device=device))
-        targets.append(ids_T[offset + 1: offset + n])
-        offset += n
-    keep_P, targets_P = torch.cat(keep), torch.cat(targets)
-    hidden_PH = hidden_TH.index_select(0, keep_P)
-    head = model.lm_head
+    Matches `log_softmax(model(seq).logits / temperature)` gathered at the next tokens, at the positions
+    `used` marks (each a 0/1 list of length len - 1; None: all); unread positions are 0. `groups` (one
+    key per sequence) lets members of a group share their common prefix. With `with_entropy`, also each
+    read position's entropy (same shapes)."""
+    lay = layout(sequences, groups)
+    hidden_TH = packed_hidden_states(model, lay)
+    device = hidden_TH.device
+    rows, targets, maps = _head_queries(lay, sequences, used)
+    hidden_QH = hidden_TH.index_select(0, torch.tensor(rows, dtype=torch.long, device=device))
+    targets_Q = torch.tensor(targets, dtype=torch.long, device=device)
+    norm, head = model.model.norm, model.lm_head
     chunks, entropies = [], []
-    for start in range(0, hidden_PH.shape[0], chunk_size):
-        h, t = hidden_PH[start:start + chunk_size], targets_P[start:start + chunk_size]
+    for start in range(0, hidden_QH.shape[0], chunk_size):
+        h, t = hidden_QH[start:start + chunk_size], targets_Q[start:start + chunk_size]
         if torch.is_grad_enabled():
-            chunks.append(checkpoint(_chunk_logprobs, head, h, t, temperature, use_reentrant=False))
+            chunks.append(checkpoint(_chunk_logprobs, norm, head, h, t, temperature, use_reentrant=False))
             if with_entropy:
-                entropies.append(checkpoint(_chunk_entropy, head, h, temperature, use_reentrant=False))
+                entropies.append(checkpoint(_chunk_entropy, norm, head, h, temperature, use_reentrant=False))
         else:
-            chunks.append(_chunk_logprobs(head, h, t, temperature))
+            chunks.append(_chunk_logprobs(norm, head, h, t, temperature))
             if with_entropy:
-                entropies.append(_chunk_entropy(head, h, temperature))
-    logprobs_P = torch.cat(chunks)
-    splits = [n - 1 for n in lengths]
-    out = list(torch.split(logprobs_P, splits))
-    ent = list(torch.split(torch.cat(entropies), splits)) if with_entropy else None
+                entropies.append(_chunk_entropy(norm, head, h, temperature))
+    zero = hidden_QH.new_zeros(1, dtype=torch.float32)
+    # slot Q is a constant 0 for unread positions: one gather per sequence puts every value in place
+    num_q = len(rows)
+    index = [torch.tensor([num_q if m < 0 else m for m in seq_map], dtype=torch.long, device=device)
+             for seq_map in maps]
+    logprobs_Q = torch.cat([*chunks, zero])
+    out = [logprobs_Q.index_select(0, ix) for ix in index]
+    ent = None
+    if with_entropy:
+        entropy_Q = torch.cat([*entropies, zero])
+        ent = [entropy_Q.index_select(0, ix) for ix in index]
     return out, ent

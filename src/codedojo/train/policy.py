@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from codedojo.precision import compute_precision
 from codedojo.train.packed import packed_token_logprobs
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -53,8 +54,10 @@ class Policy:
     """Trainable model with the operations the trainer needs."""
 
     def __init__(self, model: nn.Module, *, lora_rank: int = 0, lora_alpha: float = 16.0,
-                 keep_reference: bool = False) -> None:
+                 keep_reference: bool = False, compute_dtype: torch.dtype = torch.float32) -> None:
         self.model = model
+        self.compute_dtype = compute_dtype
+        """Matmul dtype of every forward (bf16: autocast over fp32 weights; logprobs stay fp32)."""
         self.lora_rank = lora_rank
         self._reference: nn.Module | None = None
         if lora_rank > 0:
@@ -82,20 +85,23 @@ class Policy:
         return ((n, p) for n, p in self.model.named_parameters() if p.requires_grad)
 
     def logprobs(self, sequences: Sequence[Sequence[int]], *, temperature: float, chunk_size: int,
-                 with_entropy: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        return packed_token_logprobs(self.model, sequences, temperature=temperature, chunk_size=chunk_size,
-                                     with_entropy=with_entropy)
+                 with_entropy: bool = False, used: Sequence[Sequence[int]] | None = None,
+                 groups: Sequence[object] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per-sequence logprobs (see `packed_token_logprobs`: `used` positions only, `groups` share prefixes)."""
+        with compute_precision(self.device, self.compute_dtype):
+            return packed_token_logprobs(self.model, sequences, temperature=temperature, chunk_size=chunk_size,
+                                         with_entropy=with_entropy, used=used, groups=groups)
 
     @torch.no_grad()
-    def reference_logprobs(self, sequences: Sequence[Sequence[int]], *, temperature: float,
-                           chunk_size: int) -> list[torch.Tensor]:
+    def reference_logprobs(self, sequences: Sequence[Sequence[int]], *, temperature: float, chunk_size: int,
+                           used: Sequence[Sequence[int]] | None = None,
+                           groups: Sequence[object] | None = None) -> list[torch.Tensor]:
         """Logprobs under the initial policy (frozen copy, or the base model with adapters off)."""
-        if self._reference is not None:
-            out, _ = packed_token_logprobs(self._reference, sequences, temperature=temperature,
-                                           chunk_size=chunk_size)
-            return out
-        with self._adapters_off():
-            out, _ = packed_token_logprobs(self.model, sequences, temperature=temperature, chunk_size=chunk_size)
+        model = self._reference if self._reference is not None else self.model
+        adapters = contextlib.nullcontext() if self._reference is not None else self._adapters_off()
+        with adapters, compute_precision(self.device, self.compute_dtype):
+            out, _ = packed_token_logprobs(model, sequences, temperature=temperature, chunk_size=chunk_size,
+                                           used=used, groups=groups)
         return out
 
     @contextlib.contextmanager

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from codedojo.agent.trajectory import Trajectory
 from codedojo.config.recipe import Recipe
+from codedojo.precision import compute_dtype
 from codedojo.progress import stage_progress
 from codedojo.rl.packing import pack
 from codedojo.train.checkpoint import save_hf_folder
@@ -56,6 +57,8 @@ class SFTConfig:
     """LoRA scale numerator."""
     seed: int = 0
     """Shuffling seed."""
+    bf16: bool | None = None
+    """Matmuls in bf16 over fp32 master weights; None: where the device computes bf16 natively."""
 
     def as_recipe(self, *, total_steps: int) -> Recipe:
         """The optimizer and schedule settings in the RL recipe's terms (one shared implementation)."""
@@ -67,7 +70,7 @@ class SFTConfig:
 def sft_loss(policy: Policy, sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *,
              num_tokens: int, chunk_size: int) -> torch.Tensor:
     """Sum of -logprob over trainable positions, divided by the step's trainable-token count."""
-    logprobs, _ = policy.logprobs(sequences, temperature=1.0, chunk_size=chunk_size)
+    logprobs, _ = policy.logprobs(sequences, temperature=1.0, chunk_size=chunk_size, used=masks)
     lp_T = torch.cat(logprobs)
     mask_T = torch.tensor([m for mask in masks for m in mask], dtype=lp_T.dtype, device=lp_T.device)
     return -(lp_T * mask_T).sum() / max(num_tokens, 1)
@@ -101,7 +104,8 @@ def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     loaded = resolve_model(model).load(device=device, dtype=torch.float32)
-    policy = Policy(loaded.hf_model(), lora_rank=config.lora_rank, lora_alpha=config.lora_alpha)
+    policy = Policy(loaded.hf_model(), lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
+                    compute_dtype=compute_dtype(config.bf16, device))
     steps_per_epoch = -(-len(usable) // config.batch_sequences)
     total = steps_per_epoch * config.epochs
     recipe = config.as_recipe(total_steps=total)

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--batch", type=int, default=8, help="trajectories per optimizer step (default: 8)")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (default: 0, full fine-tuning)")
+    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="training matmuls (default: auto, bf16 where the device computes it natively)")
     p.add_argument("--device", default=None)
     p.set_defaults(func=_sft)
 
@@ -72,7 +74,8 @@ def _sft(args: argparse.Namespace) -> int:
     if not trajectories:
         print("no usable trajectories found", file=sys.stderr)
         return 2
-    config = SFTConfig(epochs=args.epochs, lr=args.lr, batch_sequences=args.batch, lora_rank=args.lora_rank)
+    config = SFTConfig(epochs=args.epochs, lr=args.lr, batch_sequences=args.batch, lora_rank=args.lora_rank,
+                       bf16={"auto": None, "bf16": True, "fp32": False}[args.precision])
     summary = run_sft(model=args.model, trajectories=trajectories, config=config, out_dir=args.out,
                       device=args.device or default_device())
     write_report(args.out)

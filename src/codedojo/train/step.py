@@ -22,7 +22,8 @@ import torch
 
 from codedojo.config.recipe import Recipe
 from codedojo.rl.losses import clipped_policy_loss, kl_divergence, masked_token_sum, truncated_importance_weights
-from codedojo.rl.packing import pack
+from codedojo.rl.packing import pack_groups
+from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 
@@ -35,7 +36,9 @@ class _Prepared:
 
 
 def _micro_batches(samples: Sequence[TrainSample], budget: int) -> list[list[int]]:
-    return [list(mb.indices) for mb in pack([len(s.token_ids) for s in samples], max_tokens=budget)]
+    """Token-budget micro-batches that keep a GRPO group's members together (their prefix is shared)."""
+    return [list(mb.indices) for mb in pack_groups([s.token_ids for s in samples], [s.group for s in samples],
+                                                   max_tokens=budget, min_shared=MIN_SHARED_PREFIX)]
 
 
 @torch.no_grad()
@@ -44,12 +47,15 @@ def _score(policy: Policy, samples: Sequence[TrainSample], recipe: Recipe, *, re
     out: list[torch.Tensor | None] = [None] * len(samples)
     for indices in _micro_batches(samples, recipe.max_tokens_per_gpu):
         seqs = [samples[i].token_ids for i in indices]
+        # only the trainable positions' logprobs are read (loss, TIS, mismatch); the others come back 0
+        used = [samples[i].loss_mask for i in indices]
+        groups = [samples[i].group for i in indices]
         if reference:
             lps = policy.reference_logprobs(seqs, temperature=recipe.rollout_temperature,
-                                            chunk_size=recipe.log_probs_chunk_size)
+                                            chunk_size=recipe.log_probs_chunk_size, used=used, groups=groups)
         else:
             lps, _ = policy.logprobs(seqs, temperature=recipe.rollout_temperature,
-                                     chunk_size=recipe.log_probs_chunk_size)
+                                     chunk_size=recipe.log_probs_chunk_size, used=used, groups=groups)
         for i, lp in zip(indices, lps, strict=True):
             out[i] = lp.detach()
     return [t for t in out if t is not None]
@@ -132,7 +138,8 @@ def _micro_loss(policy: Policy, micro: list[_Prepared], recipe: Recipe, *, num_t
     device = policy.device
     want_entropy = recipe.entropy_coef != 0.0
     lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=recipe.rollout_temperature,
-                                chunk_size=recipe.log_probs_chunk_size, with_entropy=want_entropy)
+                                chunk_size=recipe.log_probs_chunk_size, with_entropy=want_entropy,
+                                used=[p.sample.loss_mask for p in micro], groups=[p.sample.group for p in micro])
     logprobs_T = torch.cat(lps)
     old_T = torch.cat([p.old for p in micro]).to(device)
     mask_T = torch.tensor([m for p in micro for m in p.sample.loss_mask], dtype=logprobs_T.dtype, device=device)

@@ -30,6 +30,7 @@ from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
 from codedojo.inference.protocol import Engine, SamplingParams
+from codedojo.precision import compute_dtype
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
 from codedojo.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
@@ -160,7 +161,7 @@ class LocalTrainer:
         recipe = self.recipe
         use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
         policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
-                        keep_reference=use_kl)
+                        keep_reference=use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
         if self.engine_factory is not None:
             engine = await self.engine_factory(loaded)
         else:
