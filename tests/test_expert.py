@@ -49,6 +49,14 @@ def test_parse_diff() -> None:
         ("one\ntwo\n", LineEdit("f.py", 2, (), ("    inserted = 1",)), "one\n    inserted = 1\ntwo\n"),
         ("one\ndrop\ntwo\n", LineEdit("f.py", 2, ("drop",), ()), "one\ntwo\n"),
         ("x = y\nx = y\n", LineEdit("f.py", 2, ("x = y",), ("x = z",)), "x = y\nx = z\n"),
+        # whole-line changes keep indentation, backslashes, quotes and sed's own special characters
+        ("a\n    s = 'x'\n", LineEdit("f.py", 2, ("    s = 'x'",), ("    s = \"a\\nb\" + 'q' & r'\\d/'",)),
+         "a\n    s = \"a\\nb\" + 'q' & r'\\d/'\n"),
+        ("a\nb\nc\nd\n", LineEdit("f.py", 2, ("b", "c"), ("    x = 1", "", "    y = 2")),
+         "a\n    x = 1\n\n    y = 2\nd\n"),
+        ("first\n", LineEdit("f.py", 1, (), ("import os",)), "import os\nfirst\n"),
+        ("a\nb\n", LineEdit("f.py", 2, ("b",), ("",)), "a\n\n"),
+        ("a\nb\nc\n", LineEdit("f.py", 1, ("a", "b"), ()), "c\n"),
     ],
 )
 def test_edit_commands_apply_the_edit(tmp_path: Path, seed: int, before: str, edit: LineEdit, after: str) -> None:
@@ -77,3 +85,17 @@ def test_expert_demonstrations_are_solved_and_varied(tmp_path: Path) -> None:
     for t in kept:
         t.validate()
         assert t.status == "submitted"
+
+
+def test_a_demonstration_over_the_reply_budget_is_refused_naming_the_task() -> None:
+    from codedojo.agent.expert import DemonstrationOverBudget
+
+    task = Task.load(examples_dir() / "fix-greeting")
+    tokenizer = byte_level_tokenizer(chat_template=CHATML)  # one token per byte: the replies are ~60+ tokens
+    with pytest.raises(DemonstrationOverBudget) as caught:
+        asyncio.run(demonstrations([task], tokenizer=tokenizer, per_task=1, seed=1,
+                                   agent_config=AgentConfig(max_steps=8, max_new_tokens=24)))
+    message = str(caught.value)
+    assert "fix-greeting" in message and "24" in message
+    assert caught.value.tasks == ["fix-greeting"]
+

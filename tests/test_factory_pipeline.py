@@ -196,3 +196,39 @@ def test_tasks_check_oracle_one_nop_zero_in_the_sandbox(synth_tasks: list[Task])
 
     reports, _ = asyncio.run(check_tasks([t.path for t in synth_tasks], workers=2))
     assert [(r.oracle_reward, r.nop_reward, r.problem) for r in reports] == [(1.0, 0.0, None)] * len(synth_tasks)
+
+
+def test_curriculum_tiers_restate_the_warmup_bugs_deterministically(tmp_path: Path):
+    from codedojo.tasks.task import Task as LoadedTask
+
+    base = ["tasks", "builtin", "--repo", "moneybox", "--per-repo", "6", "--seed", "3", "--workers", "1"]
+    assert main([*base, "--tier", "warmup", "--out", str(tmp_path / "warmup")]) == 0
+    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "guided")]) == 0
+    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "again")]) == 0
+    assert main([*base, "--tier", "hinted", "--out", str(tmp_path / "hinted")]) == 0
+    assert tree_bytes(tmp_path / "guided") == tree_bytes(tmp_path / "again")
+    warmup = sorted(p.name for p in (tmp_path / "warmup").iterdir())
+    for tier in ("guided", "hinted"):
+        names = sorted(p.name for p in (tmp_path / tier).iterdir())
+        assert names == [n.replace("-warmup", f"-{tier}") for n in warmup] and names
+        for name in names:
+            restated = LoadedTask.load(tmp_path / tier / name)
+            original = LoadedTask.load(tmp_path / "warmup" / name.replace(f"-{tier}", "-warmup"))
+            assert restated.config.metadata["tier"] == tier
+            # same bug, same tests: only the statement differs
+            for rel in ("tests/test.sh", "solution/solve.sh"):
+                assert (restated.path / rel).read_bytes() == (original.path / rel).read_bytes()
+            assert restated.instruction != original.instruction
+
+
+def test_curriculum_tiers_pass_oracle_one_nop_zero(tmp_path: Path):
+    import asyncio
+
+    from codedojo.trial.check import check_tasks
+
+    for tier in ("guided", "hinted"):
+        assert main(["tasks", "builtin", "--repo", "textkit", "--per-repo", "6", "--tier", tier, "--workers", "1",
+                     "--out", str(tmp_path / tier)]) == 0
+    paths = sorted(p for tier in ("guided", "hinted") for p in (tmp_path / tier).iterdir())
+    reports, _ = asyncio.run(check_tasks(paths, workers=2))
+    assert paths and [(r.oracle_reward, r.nop_reward, r.problem) for r in reports] == [(1.0, 0.0, None)] * len(paths)

@@ -131,3 +131,28 @@ def test_statement_errors():
         write_statement(tier="expert", repo="r", observations=OBS, location=LOCATION, seed="1")
     with pytest.raises(ValueError, match="at least one"):
         write_statement(tier="hard", repo="r", observations=[], location=LOCATION, seed="1")
+
+
+def test_curriculum_tiers_say_what_they_should() -> None:
+    from codedojo.tasks.factory.statements import Fix, fix_between
+
+    fix = fix_between("a\n    return a - b\nc\n", "a\n    return a + b\nc\n")
+    assert fix == Fix(line=2, old=("    return a - b",), new=("    return a + b",))
+    assert fix_between("a\nc\n", "a\n    b = 1\nc\n") == Fix(line=2, old=(), new=("    b = 1",))
+    where = Location(path="shop/core.py", line=12, line_text="return a - b", function="Cart.total", missing=False,
+                     bug_kind="wrong_operator", fix=Fix(line=12, old=("    return a - b",), new=("    return a + b",)))
+    guided = write_statement(tier="guided", repo="shop", observations=OBS, location=where, seed="s")
+    hinted = write_statement(tier="hinted", repo="shop", observations=OBS, location=where, seed="s")
+    warmup = write_statement(tier="warmup", repo="shop", observations=OBS, location=where, seed="s")
+    # guided: the faulty line and what it must become, indentation kept
+    assert "line 12" in guided and "```python\n    return a - b\n```" in guided
+    assert "```python\n    return a + b\n```" in guided
+    # hinted: the warm-up statement plus the kind of bug, never the fix
+    assert hinted.startswith(warmup.split("\n\n")[0]) and "wrong operator" in hinted
+    assert "a + b" not in hinted and "a + b" not in warmup
+    gap = Location(path="a.py", line=5, line_text="return x", function=None, missing=True,
+                   bug_kind="dropped_statement", fix=Fix(line=5, old=(), new=("    x += 1",)))
+    text = write_statement(tier="guided", repo="r", observations=OBS, location=gap, seed="1")
+    assert "before line 5" in text and "```python\n    x += 1\n```" in text
+    with pytest.raises(ValueError, match="reference fix"):
+        write_statement(tier="guided", repo="r", observations=OBS, location=LOCATION, seed="1")

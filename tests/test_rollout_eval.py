@@ -131,7 +131,8 @@ def test_eval_budgets_follow_the_profile_unless_given() -> None:
     small = episode_budgets("small", max_steps=None, max_new_tokens=None, max_context_tokens=None)
     assert small == {"max_steps": recipe.extra_config.agentic_max_steps,
                      "max_new_tokens": recipe.rollout_max_response_len,
-                     "max_context_tokens": recipe.rollout_max_context_len}
+                     "max_context_tokens": recipe.rollout_max_context_len, "max_output_chars": 2000}
     assert episode_budgets("small", max_steps=3, max_new_tokens=None, max_context_tokens=None)["max_steps"] == 3
     standard = episode_budgets("standard", max_steps=None, max_new_tokens=512, max_context_tokens=None)
-    assert standard == {"max_steps": 75, "max_new_tokens": 512, "max_context_tokens": 32768}
+    assert standard == {"max_steps": 75, "max_new_tokens": 512, "max_context_tokens": 32768,
+                        "max_output_chars": 10000}

@@ -100,20 +100,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def episode_budgets(profile: str, **given: int | None) -> dict[str, int]:
-    """max_steps, max_new_tokens and max_context_tokens for an eval: what was given, else the small-model
-    recipe's for the `small` profile (an eval should measure what training runs; mini-swe-agent's 75
-    replies of 1,024 tokens take a 135M model on a CPU hours per few dozen episodes), else the agent
-    loop's defaults (mini-swe-agent's)."""
-    from codedojo.agent.loop import AgentConfig
-    from codedojo.config.recipe import SmolLM2_Recipe
+    """max_steps, max_new_tokens and max_context_tokens for an eval: what was given, else the profile's
+    budget (codedojo.agent.budget: an eval measures what training runs)."""
+    from codedojo.agent.budget import profile_budget
 
-    if profile == "small":
-        recipe = SmolLM2_Recipe()
-        defaults = {"max_steps": recipe.extra_config.agentic_max_steps,
-                    "max_new_tokens": recipe.rollout_max_response_len,
-                    "max_context_tokens": recipe.rollout_max_context_len}
-    else:
-        loop = AgentConfig()
-        defaults = {"max_steps": loop.max_steps, "max_new_tokens": loop.max_new_tokens,
-                    "max_context_tokens": loop.max_context_tokens}
+    defaults = profile_budget(profile).agent_fields()
     return {name: value if given.get(name) is None else int(given[name]) for name, value in defaults.items()}

@@ -23,9 +23,11 @@ from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.agent.trajectory import Trajectory
+from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.sandbox import start_sandbox
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import OracleAgent
+from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.runner import TrialOptions, run_trial
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -35,6 +37,19 @@ _SED_REPLACEMENT_SPECIAL = set("\\/&")
 
 class NoReferenceFix(RuntimeError):
     """The task's reference solution could not be turned into line edits."""
+
+
+class DemonstrationOverBudget(ValueError):
+    """An expert episode does not fit the episode budget it is recorded under: a reply longer than
+    max_new_tokens, more replies than max_steps, or a conversation longer than max_context_tokens. SFT
+    on it would teach replies that training and evaluation cut off, so it is an error, never a cut."""
+
+    def __init__(self, problems: dict[str, str]) -> None:
+        self.tasks = sorted(problems)
+        lines = [f"  {name}: {problems[name]}" for name in self.tasks]
+        super().__init__(f"{len(problems)} task(s) cannot be demonstrated within the episode budget:\n"
+                         + "\n".join(lines) + "\nraise the budget (the model profile's, codedojo.agent.budget) "
+                         "or leave these tasks out of the demonstrations")
 
 
 @dataclass(frozen=True)
@@ -114,27 +129,33 @@ def _fragments(old: str, new: str) -> tuple[str, str]:
     return old[prefix: len(old) - suffix], new[prefix: len(new) - suffix]
 
 
+def _sed_text(lines: Sequence[str]) -> str:
+    """The text of a sed `a`/`i`/`c` command for `lines`, to sit inside single quotes: GNU sed turns `\\n`
+    into a line break and keeps leading spaces, so backslashes are doubled and quotes closed around."""
+    text = "\\n".join(line.replace("\\", "\\\\") for line in lines)
+    return (text or "\\").replace("'", "'\\''")
+
+
 def edit_command(edit: LineEdit, *, rng: random.Random) -> str:
-    """One shell command that applies `edit`: sed when it is simple, else a short python3 script."""
+    """One short shell command that applies `edit`: sed's s/// on the differing fragment when that is
+    unambiguous, else sed's whole-line change, append or delete (no escaping of regex characters)."""
+    path = shlex.quote(edit.path)
+    end = edit.start + len(edit.old) - 1
+    span = f"{edit.start},{end}" if end > edit.start else f"{edit.start}"
+    if not edit.new:
+        return f"sed -i '{span}d' {path}"
+    if not edit.old:
+        if edit.start > 1:
+            return f"sed -i '{edit.start - 1}a\\{_sed_text(edit.new)}' {path}"
+        return f"sed -i '1i\\{_sed_text(edit.new)}' {path}"
     quotable = all("'" not in t and "\n" not in t for t in (*edit.old, *edit.new))
-    if quotable and len(edit.old) == 1 and len(edit.new) == 1 and rng.random() < 0.7:
+    if quotable and len(edit.old) == 1 and len(edit.new) == 1 and rng.random() < 0.5:
         old, new = _fragments(edit.old[0], edit.new[0])
         if old and edit.old[0].count(old) == 1:
             pattern = _sed_escape(old, _SED_PATTERN_SPECIAL)
             replacement = _sed_escape(new, _SED_REPLACEMENT_SPECIAL)
-            return f"sed -i '{edit.start}s/{pattern}/{replacement}/' {shlex.quote(edit.path)}"
-    if quotable and not edit.old and len(edit.new) == 1 and rng.random() < 0.6:
-        return f"sed -i '{edit.start - 1}a\\{edit.new[0]}' {shlex.quote(edit.path)}"
-    if quotable and edit.old and not edit.new and rng.random() < 0.6:
-        end = edit.start + len(edit.old) - 1
-        return f"sed -i '{edit.start},{end}d' {shlex.quote(edit.path)}" if end > edit.start else \
-            f"sed -i '{edit.start}d' {shlex.quote(edit.path)}"
-    new_lines = "".join(f"{line}\n" for line in edit.new)
-    first = edit.start - 1
-    return (f"python3 - <<'EOF'\nfrom pathlib import Path\npath = Path({edit.path!r})\n"
-            f"lines = path.read_text().splitlines(keepends=True)\n"
-            f"lines[{first}:{first + len(edit.old)}] = {new_lines!r}.splitlines(keepends=True)\n"
-            f"path.write_text(''.join(lines))\nEOF")
+            return f"sed -i '{edit.start}s/{pattern}/{replacement}/' {path}"
+    return f"sed -i '{span}c\\{_sed_text(edit.new)}' {path}"
 
 
 _LOOK = ("Let me look at the code around line {line} of {path}.", "First I read {path} near line {line}.",
@@ -180,20 +201,41 @@ def expert_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random)
 class ExpertPolicy(ScriptedPolicy):
     """A scripted policy whose script for each session is the expert's plan for that session's task."""
 
-    def __init__(self, tokenizer: Any, *, tasks: Sequence[Task], edits: dict[str, list[LineEdit]], seed: int) -> None:
+    def __init__(self, tokenizer: Any, *, tasks: Sequence[Task], edits: dict[str, list[LineEdit]], seed: int,
+                 max_steps: int | None = None) -> None:
         self._tasks = {t.name[:40].replace("/", "_"): t for t in tasks}
         self._edits = edits
         self._seed = seed
+        self._max_steps = max_steps
         self._plans: dict[str, list[str]] = {}
+        self.over_budget: dict[str, str] = {}
+        """Task name -> what did not fit (replies are still cut, so the episode fails, and the caller raises)."""
         super().__init__(tokenizer, self._plan, logprob=0.0)
+
+    def _task(self, session_id: str) -> Task:
+        return self._tasks[session_id.rsplit("-", 1)[0]]
 
     def _plan(self, session_id: str) -> list[str]:
         if session_id not in self._plans:
-            prefix = session_id.rsplit("-", 1)[0]
-            task = self._tasks[prefix]
+            task = self._task(session_id)
             rng = random.Random(f"{self._seed}:{session_id}")
-            self._plans[session_id] = expert_replies(task, self._edits[task.name], rng=rng)
+            plan = expert_replies(task, self._edits[task.name], rng=rng)
+            if self._max_steps is not None and len(plan) > self._max_steps:
+                self.over_budget[task.name] = f"{len(plan)} replies, over max_steps {self._max_steps}"
+            self._plans[session_id] = plan
         return self._plans[session_id]
+
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *,
+                       session_id: str | None = None) -> Completion:
+        turn = self._turn.get(session_id or "", 0)
+        completion = await super().generate(prompt_ids, params, session_id=session_id)
+        if completion.finish_reason == "length" and session_id is not None:
+            reply = self._plan(session_id)[min(turn, len(self._plan(session_id)) - 1)]
+            tokens = len(self.tokenizer.encode(reply, add_special_tokens=False)) + 1
+            self.over_budget.setdefault(
+                self._task(session_id).name,
+                f"a reply of {tokens} tokens, over max_new_tokens {params.max_new_tokens}: {reply[:80]!r}")
+        return completion
 
 
 async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int, seed: int,
@@ -213,7 +255,7 @@ async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int
 
     await asyncio.gather(*(learn(t) for t in tasks))
     usable = [t for t in tasks if t.name in edits]
-    policy = ExpertPolicy(tokenizer, tasks=usable, edits=edits, seed=seed)
+    policy = ExpertPolicy(tokenizer, tasks=usable, edits=edits, seed=seed, max_steps=agent_config.max_steps)
     kept: list[Trajectory] = []
 
     async def episode(task: Task, index: int) -> None:
@@ -221,6 +263,9 @@ async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int
         async with gate:
             result = await run_trial(task, agent, options=TrialOptions(backend=backend))
         counts["episodes"] += 1
+        if result.trajectory is not None and result.trajectory.status == EpisodeStatus.CONTEXT_LIMIT:
+            policy.over_budget.setdefault(task.name, f"the conversation outgrew max_context_tokens "
+                                                     f"{agent_config.max_context_tokens}")
         if result.solved and result.trajectory is not None:
             counts["solved"] += 1
             trajectory = result.trajectory
@@ -229,5 +274,7 @@ async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int
             kept.append(trajectory)
 
     await asyncio.gather(*(episode(t, i * per_task + k) for i, t in enumerate(usable) for k in range(per_task)))
+    if policy.over_budget:
+        raise DemonstrationOverBudget(policy.over_budget)
     kept.sort(key=lambda t: t.episode_id)
     return kept, counts

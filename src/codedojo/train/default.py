@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from codedojo.agent.budget import EpisodeBudget
 from codedojo.config.dataset import task_row
 from codedojo.sandbox.workspace import cache_dir
 from codedojo.tasks.task import Task, discover_tasks
@@ -73,16 +74,18 @@ def write_dataset(tasks: list[Task], path: Path) -> Path:
     return path
 
 
-def warm_start(*, model: str, tasks: list[Task], sft_config: Any, agent_max_steps: int, device: str,
+def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: EpisodeBudget, device: str,
                console: Console) -> Path:
-    """Demonstrations + SFT, cached by (model, tasks, expert seed, SFT settings)."""
+    """Demonstrations + SFT, cached by (model, tasks, expert seed, episode budget, SFT settings). The
+    demonstrations are recorded under the budget RL and evaluation run with (`budget`); one that does not
+    fit is an error (codedojo.agent.expert.DemonstrationOverBudget)."""
     from codedojo.agent.engines import profile_for
     from codedojo.agent.expert import demonstrations
     from codedojo.agent.loop import AgentConfig
     from codedojo.inference.specs import resolve_model
     from codedojo.train.sft import run_sft
 
-    key = hashlib.sha256(json.dumps([model, sorted(t.name for t in tasks), DEMO_SEED, agent_max_steps,
+    key = hashlib.sha256(json.dumps([model, sorted(t.name for t in tasks), DEMO_SEED, repr(budget),
                                      repr(sft_config)]).encode()).hexdigest()[:16]
     folder = cache_dir() / "sft" / key
     if (folder / "final" / "config.json").is_file():
@@ -90,7 +93,7 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, agent_max_step
         return folder / "final"
     shutil.rmtree(folder, ignore_errors=True)
     tokenizer = resolve_model(model).load_tokenizer()
-    config = AgentConfig(max_steps=agent_max_steps, prompt_profile=profile_for(model), max_output_chars=2000)
+    config = AgentConfig(**budget.agent_fields(), prompt_profile=profile_for(model))
     with console.status(f"recording expert demonstrations on {len(tasks)} tasks"):
         demos, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=DEMO_SEED,
                                                    agent_config=config, out_dir=folder / "demonstrations"))
@@ -103,7 +106,8 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, agent_max_step
 
 def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
                 model: str | None) -> Any:
-    from codedojo.agent.engines import default_device
+    from codedojo.agent.budget import recipe_budget
+    from codedojo.agent.engines import default_device, profile_for
     from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
     from codedojo.inference.specs import HFFolder
     from codedojo.train.sft import SFTConfig
@@ -134,7 +138,7 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     sft = SFTConfig(epochs=1, lr=1e-4, batch_sequences=8)
     demo_tasks = train_tasks
     warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
-                      agent_max_steps=recipe.extra_config.agentic_max_steps, device=device, console=console)
+                      budget=recipe_budget(recipe, profile=profile_for(model)), device=device, console=console)
     config = TrainConfig(model=HFFolder(path=str(warm)), dataset=AgentTaskDataset(train_path), recipe=recipe,
                          run_dir=run_dir, device=device)
     return config.launch()

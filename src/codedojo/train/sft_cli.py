@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--model", default="smollm2-135m-instruct", help="whose tokenizer and prompt profile to use")
     p.add_argument("--per-task", type=int, default=1, help="episodes per task (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the expert's choices (default: 0)")
-    p.add_argument("--max-steps", type=int, default=8, help="agent steps per episode (default: 8)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="agent steps per episode (default: the model profile's budget, codedojo.agent.budget)")
     p.set_defaults(func=_demos)
 
     p = sub.add_parser(
@@ -44,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _demos(args: argparse.Namespace) -> int:
     import asyncio
 
+    from codedojo.agent.budget import profile_budget
     from codedojo.agent.engines import profile_for
-    from codedojo.agent.expert import demonstrations
+    from codedojo.agent.expert import DemonstrationOverBudget, demonstrations
     from codedojo.agent.loop import AgentConfig
     from codedojo.inference.specs import resolve_model
     from codedojo.tasks.task import Task, TaskError, discover_tasks
@@ -56,10 +58,18 @@ def _demos(args: argparse.Namespace) -> int:
         print(e, file=sys.stderr)
         return 2
     tokenizer = resolve_model(args.model).load_tokenizer()
-    config = AgentConfig(max_steps=args.max_steps, prompt_profile=profile_for(args.model))
+    profile = profile_for(args.model)
+    budget = profile_budget(profile).agent_fields()
+    if args.max_steps is not None:
+        budget["max_steps"] = args.max_steps
+    config = AgentConfig(**budget, prompt_profile=profile)
     args.out.mkdir(parents=True, exist_ok=True)
-    kept, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=args.per_task, seed=args.seed,
-                                              agent_config=config, out_dir=args.out))
+    try:
+        kept, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=args.per_task,
+                                                  seed=args.seed, agent_config=config, out_dir=args.out))
+    except DemonstrationOverBudget as e:
+        print(e, file=sys.stderr)
+        return 2
     print(f"{counts['solved']} solved demonstrations of {counts['episodes']} episodes on {counts['tasks']} tasks "
           f"({counts['no_reference_fix']} without a usable reference fix) in {args.out}")
     return 0 if kept else 1

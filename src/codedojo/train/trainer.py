@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
+from codedojo.agent.budget import recipe_budget
 from codedojo.agent.engines import profile_for
 from codedojo.agent.evaluation import EvalReport, evaluate
 from codedojo.agent.loop import AgentConfig
@@ -92,10 +93,11 @@ def agent_config_for(recipe: Recipe, *, profile: str, evaluation: bool = False,
                      sampling: SamplingParams | None = None, max_new_tokens: int | None = None) -> AgentConfig:
     extra = recipe.extra_config
     timeout = extra.agentic_eval_timeout if evaluation and extra.agentic_eval_timeout else extra.agentic_episode_timeout
+    budget = recipe_budget(recipe, profile=profile).agent_fields()
+    if max_new_tokens:
+        budget["max_new_tokens"] = max_new_tokens
     return AgentConfig(
-        max_steps=extra.agentic_max_steps, episode_timeout_sec=timeout, command_timeout_sec=extra.agentic_exec_timeout,
-        max_new_tokens=max_new_tokens or recipe.rollout_max_response_len,
-        max_context_tokens=recipe.rollout_max_context_len,
+        **budget, episode_timeout_sec=timeout, command_timeout_sec=extra.agentic_exec_timeout,
         max_format_errors=extra.agentic_max_format_errors, prompt_profile=profile,
         sampling=sampling or SamplingParams(temperature=recipe.rollout_temperature, top_p=recipe.rollout_top_p),
     )

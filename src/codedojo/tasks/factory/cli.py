@@ -9,11 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+from codedojo.tasks.factory.statements import ALL_TIERS, CURRICULUM_TIERS
+
 
 def register(tasks_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", type=Path, required=True, help="directory to write task directories into")
-    common.add_argument("--tier", choices=("warmup", "easy", "hard"), help="only tasks of this tier")
+    common.add_argument("--tier", choices=ALL_TIERS,
+                        help="only tasks of this tier; guided and hinted restate the warm-up tier's bugs "
+                             "(docs/tasks.md)")
     common.add_argument("--limit", type=int, help="at most this many tasks")
     common.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
     common.add_argument(
@@ -55,6 +59,7 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
         print(f"{args.out}: exists and is not empty; pick a new directory or remove it", file=sys.stderr)
         return 2
     quota = quota_for(args.limit, num_repos=len(repos), per_repo=per_repo, tier=args.tier)
+    restate = args.tier if args.tier in CURRICULUM_TIERS else None
     started = time.monotonic()
     specs_by_repo = []
     tested: dict[str, int] = {}
@@ -71,9 +76,11 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
             candidates = find_candidates(
                 repo, seed=args.seed, quota=quota, workers=args.workers, python=args.python, on_progress=report
             )
-            specs_by_repo.append(
-                [task_spec(repo, c, index=i, seed=args.seed, source=source) for i, c in enumerate(candidates)]
-            )
+            specs = [task_spec(repo, c, index=i, seed=args.seed, source=source) for i, c in enumerate(candidates)]
+            if restate is not None:  # the warm-up tier's bugs, in the curriculum tier's words
+                specs = [task_spec(repo, c, index=i, seed=args.seed, source=source, restate=restate)
+                         for i, (c, s) in enumerate(zip(candidates, specs, strict=True)) if s.tier == "warmup"]
+            specs_by_repo.append(specs)
     written = write_suite(repos, specs_by_repo, args.out, tier=args.tier, limit=args.limit)
     print(f"wrote {len(written)} tasks from {len(repos)} repositories to {args.out} "
           f"({sum(tested.values())} mutants tested) in {time.monotonic() - started:.1f} s")  # fmt: skip

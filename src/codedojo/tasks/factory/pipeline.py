@@ -28,7 +28,14 @@ from codedojo.tasks.factory.mutations import Mutant, Site, apply_site, find_site
 from codedojo.tasks.factory.observations import Observation, observe
 from codedojo.tasks.factory.operators import OPERATORS
 from codedojo.tasks.factory.repository import Repository
-from codedojo.tasks.factory.statements import TIERS, Location, pick_observations, write_statement
+from codedojo.tasks.factory.statements import (
+    CURRICULUM_TIERS,
+    TIERS,
+    Location,
+    fix_between,
+    pick_observations,
+    write_statement,
+)
 from codedojo.tasks.factory.testrun import TestRun, TestServer, run_tests
 
 Runner = Callable[[Path], TestRun]
@@ -208,10 +215,20 @@ def tier_for(repo: Repository, index: int, *, seed: int) -> str:
     return TIERS[(index + offset) % len(TIERS)]
 
 
-def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, source: str) -> TaskSpec:
+def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, source: str,
+              restate: str | None = None) -> TaskSpec:
+    """The task for one accepted mutant. Its tier is dealt round-robin (`tier_for`); with `restate` (a
+    curriculum tier), a warm-up tier bug is written in that tier's statement style instead."""
     mutant = candidate.mutant
     tier = tier_for(repo, index, seed=seed)
+    if restate is not None:
+        if restate not in CURRICULUM_TIERS:
+            raise ValueError(f"cannot restate as {restate!r}: curriculum tiers are {', '.join(CURRICULUM_TIERS)}")
+        if tier != "warmup":
+            raise ValueError(f"only warm-up tier bugs are restated; {repo.name} #{index} is {tier}")
+        tier = restate
     name = f"{repo.name}-{index:03d}-{tier}"
+    original_source = repo.read(mutant.site.path).decode("utf-8")
     buggy_lines = mutant.source.splitlines()
     line_text = buggy_lines[mutant.lineno - 1].strip() if mutant.lineno <= len(buggy_lines) else ""
     location = Location(
@@ -220,6 +237,8 @@ def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, 
         line_text=line_text,
         function=mutant.function,
         missing=mutant.site.kind == "dropped_statement",
+        bug_kind=mutant.site.kind,
+        fix=fix_between(mutant.source, original_source) if tier == "guided" else None,
     )
     instruction = write_statement(
         tier=tier,
@@ -240,7 +259,7 @@ def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, 
         line=mutant.lineno,
         function=mutant.function,
         buggy_source=mutant.source,
-        original_source=repo.read(mutant.site.path).decode("utf-8"),
+        original_source=original_source,
         fail_to_pass=candidate.fail_to_pass,
         pass_to_pass=candidate.pass_to_pass,
     )
