@@ -27,7 +27,9 @@ def test_demos_sft_grpo_eval_chain(tmp_path: Path, capsys: pytest.CaptureFixture
     tasks = [str(examples_dir() / name) for name in TASKS]
 
     demos = tmp_path / "demos"
-    assert main(["demos", "--model", "tiny-llama", "--tasks", *tasks, "--out", str(demos), "--per-task", "4"]) == 0
+    # the byte-level tokenizer spends a token per character: a reply budget of 256 holds the expert's replies
+    assert main(["demos", "--model", "tiny-llama", "--tasks", *tasks, "--out", str(demos), "--per-task", "4",
+                 "--max-new-tokens", "256", "--max-context", "4096"]) == 0
     # Only fix-greeting's solution is a diff the expert can learn the fix from; it solves all 4 episodes.
     assert sorted(p.name.split("-s")[0] for p in demos.glob("*.json")) == ["fix-greeting"] * 4
 

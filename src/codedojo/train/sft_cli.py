@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0, help="seed of the expert's choices (default: 0)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="agent steps per episode (default: the model profile's budget, codedojo.agent.budget)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens per reply (default: the profile's; a longer expert reply is an error)")
+    p.add_argument("--max-context", type=int, default=None, help="tokens per episode (default: the profile's)")
     p.set_defaults(func=_demos)
 
     p = sub.add_parser(
@@ -60,8 +63,10 @@ def _demos(args: argparse.Namespace) -> int:
     tokenizer = resolve_model(args.model).load_tokenizer()
     profile = profile_for(args.model)
     budget = profile_budget(profile).agent_fields()
-    if args.max_steps is not None:
-        budget["max_steps"] = args.max_steps
+    for field, value in (("max_steps", args.max_steps), ("max_new_tokens", args.max_new_tokens),
+                         ("max_context_tokens", args.max_context)):
+        if value is not None:
+            budget[field] = value
     config = AgentConfig(**budget, prompt_profile=profile)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
