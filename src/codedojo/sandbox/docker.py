@@ -69,7 +69,7 @@ from codedojo.sandbox.base import (
 )
 from codedojo.sandbox.docker_paths import PathProbe
 from codedojo.sandbox.output import OutputCapture
-from codedojo.tasks.task import Task
+from codedojo.tasks.task import COMPOSE_FILES, Task
 
 T = TypeVar("T")
 
@@ -158,6 +158,8 @@ class DockerSandbox:
             dirs = " ".join(f"/logs/{d}" for d in LOG_DIRS)
             # Writable by whatever user the image runs commands as.
             await sandbox._shell(f"mkdir -p -- {dirs} {shlex.quote(workdir)} && chmod 777 {dirs}")
+            if _loose_environment_files(task):  # Harbor: a prebuilt image gets environment/ in its workdir
+                await sandbox.upload_dir(task.environment_dir, workdir)
         except BaseException as e:
             await sandbox.close()
             if isinstance(e, docker.errors.DockerException | requests.RequestException | SandboxError):
@@ -356,6 +358,14 @@ class DockerSandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _loose_environment_files(task: Task) -> bool:
+    """A prebuilt-image task with files in environment/ and nothing there to build them into an image."""
+    env_dir = task.environment_dir
+    if not task.config.environment.docker_image or not env_dir.is_dir() or task.dockerfile is not None:
+        return False
+    return not any((env_dir / f).exists() for f in COMPOSE_FILES) and any(env_dir.iterdir())
 
 
 class _HeldBack:
