@@ -17,8 +17,9 @@ finish (it was killed, or the watchdog failed), the host kills the namespace wit
 
 Threat model (compare codedojo/sandbox/local.py; docs/sandbox.md has the table and the tests):
 
-1. No network: `network_mode="none"` (loopback only) unless `SandboxLimits(network=True)` and the task
-   allows it.
+1. No network for tasks that say `no-network` (and with `SandboxLimits(network=False)`): `network_mode=
+   "none"`, loopback only. A task that allows internet gets the engine's default network
+   (`sandbox.base.network_for_task`).
 2. No host secrets: the container sees its image and nothing of the host filesystem.
 3. No writes to the host: only the container's own layer is writable; downloads write only regular
    files and directories under the chosen host directory and never follow links.

@@ -10,7 +10,8 @@ network, exhaust resources, outlive its episode or tamper with grading. Running 
 set-up), the sandbox provides, each with an adversarial test in tests/test_sandbox_security.py:
 
 1. No network: a fresh network namespace with only a loopback device, so the host's loopback services
-   and every outside address are unreachable (unless the caller opts in with `network=True`).
+   and every outside address are unreachable. A task that allows internet is refused unless the caller
+   decides: `network=False` keeps this claim, `network=True` shares the host's network and gives it up.
 2. No host secrets: /root, /home, /tmp, /var, /run, /srv, /mnt, /opt and the project checkout are not
    mounted; the system directories are read-only and commands run as an unprivileged host uid (shown
    as root inside a user namespace), so root-only files such as /etc/shadow are unreadable.
