@@ -9,8 +9,8 @@ session fixture `docker_engine` (tests/conftest.py) uses this module to:
 2. make sure the base image exists: Debian bookworm (minbase + python3, git, bash, coreutils, patch) made
    by mmdebstrap and imported through the API, once per machine (about a minute), tagged by its package
    list so later sessions reuse it;
-3. tag it as `debian:bookworm-slim` when no such image exists, since no registry is reachable and the
-   bundled example tasks build FROM that name.
+3. tag it as `debian:bookworm-slim` (and `ubuntu:24.04`) when no such image exists, since no registry is
+   reachable and the bundled example tasks (and the Harbor compatibility suite) build FROM those names.
 
 The docker SDK is imported inside the functions, so collecting the other tests never needs it.
 """
@@ -33,8 +33,11 @@ BASE_PACKAGES = ("python3", "git", "ca-certificates", "bash", "coreutils", "patc
 BASE_REPOSITORY = "localhost/codedojo-test-base"
 BASE_TAG = "bookworm-" + hashlib.sha256(",".join(BASE_PACKAGES).encode()).hexdigest()[:8]
 BASE_IMAGE = f"{BASE_REPOSITORY}:{BASE_TAG}"
-# Names the bundled example Dockerfiles start FROM.
-STAND_INS = (("docker.io/library/debian", "bookworm-slim"), ("docker.io/library/debian", "bookworm"))
+# Names the bundled example Dockerfiles start FROM, and the Ubuntu base of the Harbor compatibility suite
+# (tests/harbor_compat): no registry is reachable, so each is the same Debian root under another name. The
+# suite's Ubuntu tasks check that the backend runs whatever base the engine has, not Ubuntu's contents.
+STAND_INS = (("docker.io/library/debian", "bookworm-slim"), ("docker.io/library/debian", "bookworm"),
+             ("docker.io/library/ubuntu", "24.04"))
 API_VERSION = "1.41"  # a fixed version spares a slow /version call (as codedojo.sandbox.docker_host does)
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n'
 

@@ -54,7 +54,7 @@ def test_a_folder_of_tasks_is_listed_in_place_and_invalid_ones_left_out(tmp_path
     folder = tmp_path / "harbor"
     make_answer_task(folder, "one", repository="r1")
     make_answer_task(folder, "two", repository="r2")
-    (folder / "two" / "solution" / "solve.sh").unlink()
+    (folder / "two" / "tests" / "test.sh").unlink()  # solve.sh is optional (only the oracle needs it)
     out = ingest_folder(folder, root=tmp_path / "data")
     rows = load_rows(out)
     assert [r["label"] for r in rows] == ["one"]

@@ -176,7 +176,7 @@ def test_a_killed_init_is_an_infrastructure_error(make_task: MakeTask) -> None:
 
 
 def test_limits_come_from_the_task_and_can_be_overridden(make_task: MakeTask) -> None:
-    task = make_task(environment=EnvironmentConfig(cpus=1, memory_mb=300, storage_mb=64, network_mode="public"))
+    task = make_task(environment=EnvironmentConfig(cpus=1, memory_mb=300, storage_mb=64, network_mode="no-network"))
 
     async def go() -> None:
         async with await LocalSandbox.start(task) as sb:

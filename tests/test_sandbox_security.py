@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from codedojo.sandbox import SandboxLimits, SandboxPathError
+from codedojo.sandbox.host import state_root
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.trial import EpisodeStatus, NopAgent, TrialOptions, run_trial
 from codedojo.trial.agents import AgentOutcome
@@ -56,6 +57,61 @@ def test_a_server_on_the_hosts_loopback_is_unreachable(make_task: MakeTask) -> N
         thread.join()
         server.close()
     assert not accepted
+
+
+def _loopback_probe(make_task: MakeTask, *, limits: SandboxLimits | None) -> list[object]:
+    """Start a sandbox for a task that allows internet (Harbor's default) and let it connect to a server on
+    the host's loopback; the connections the server accepted."""
+    from codedojo.tasks.config import EnvironmentConfig
+
+    task = make_task(environment=EnvironmentConfig(memory_mb=512, storage_mb=256))  # network_mode "public"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(5)
+    port = server.getsockname()[1]
+    accepted: list[object] = []
+
+    def accept() -> None:
+        try:
+            accepted.append(server.accept())
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+
+    async def go() -> None:
+        async with await LocalSandbox.start(task, limits=limits) as sb:
+            await sb.exec(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\"")
+
+    try:
+        run(go())
+    finally:
+        thread.join()
+        server.close()
+    return accepted
+
+
+# Claim 1 under the network policy: a task that allows internet is refused unless the caller decides.
+def test_a_task_that_allows_internet_is_refused_without_an_explicit_choice(make_task: MakeTask) -> None:
+    from codedojo.sandbox.base import NetworkPolicyError
+
+    before = set(state_root().iterdir()) if state_root().is_dir() else set()
+    with pytest.raises(NetworkPolicyError, match=r"`--network`.*`--no-network`"):
+        _loopback_probe(make_task, limits=None)
+    after = set(state_root().iterdir()) if state_root().is_dir() else set()
+    assert after == before  # refused before any namespace or mount existed
+
+
+def test_no_network_chosen_explicitly_keeps_the_host_unreachable(make_task: MakeTask) -> None:
+    assert _loopback_probe(make_task, limits=SandboxLimits(network=False)) == []
+
+
+def test_the_network_opt_in_shares_the_hosts_network_as_documented(make_task: MakeTask) -> None:
+    # Not a protection but the documented cost of `--network`: the sandbox is in the host's network
+    # namespace, so the host's loopback services are reachable (docs/sandbox.md, threat model).
+    assert len(_loopback_probe(make_task, limits=SandboxLimits(network=True))) == 1
 
 
 # Claim 2: no host secrets.

@@ -57,18 +57,23 @@ def test_reward_json_wins_over_reward_txt_and_test_sh_runs_in_the_workdir(make_t
 
 
 def test_the_verifier_env_reaches_test_sh(make_task: MakeTask, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codedojo.tasks.config import AgentConfig, TaskConfig, VerifierConfig
+    from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
     from codedojo.tasks.task import write_task
 
     monkeypatch.setenv("CODEDOJO_TEST_HOST_VALUE", "0.5")
     base = make_task()
-    config = TaskConfig(agent=AgentConfig(timeout_sec=30),
+    config = TaskConfig(agent=AgentConfig(timeout_sec=30), environment=EnvironmentConfig(network_mode="no-network"),
                         verifier=VerifierConfig(env={"SCORE": "${CODEDOJO_TEST_HOST_VALUE}"}))
     files = {"environment/Dockerfile": (base.path / "environment/Dockerfile").read_text(),
              "tests/test.sh": "#!/bin/bash\necho $SCORE > /logs/verifier/reward.txt\n",
              "solution/solve.sh": "#!/bin/bash\n"}
     task = write_task(base.path.parent / "env-task", instruction="x", config=config, files=files)
     assert trial(task, NopAgent()).reward == 0.5
+    monkeypatch.delenv("CODEDOJO_TEST_HOST_VALUE")
+    missing = trial(task, NopAgent())  # Harbor fails on a missing variable; it never becomes ""
+    assert missing.status is EpisodeStatus.TASK_ERROR and missing.reward is None
+    assert missing.error is not None and "'CODEDOJO_TEST_HOST_VALUE'" in missing.error
+    assert missing.timings.environment_setup is None  # refused before anything started
 
 
 @pytest.mark.parametrize(

@@ -27,12 +27,14 @@ class RecordError(ValueError):
     """A value does not fit its record type; the message names the place and the fix."""
 
 
-def load_record(cls: type[T], data: Mapping[str, Any], *, where: str) -> T:
+def load_record(cls: type[T], data: Mapping[str, Any], *, where: str, unknown: list[str] | None = None) -> T:
     """Build `cls` from `data`, checking every key and type.
 
-    `where` names the source for error messages, e.g. "tasks/x/task.toml".
+    `where` names the source for error messages, e.g. "tasks/x/task.toml". With `unknown` (a list), an
+    unknown key is not an error: its message is appended there and the key is skipped (for formats owned by
+    another project whose own loader ignores unknown keys, such as Harbor's task.toml).
     """
-    return _convert(cls, data, where=where, path="")
+    return _convert(cls, data, where=where, path="", unknown=unknown)
 
 
 def record_to_dict(record: Any, *, skip_defaults: bool = True) -> dict[str, Any]:
@@ -77,16 +79,16 @@ def _fmt(path: str) -> str:
     return path or "the top level"
 
 
-def _convert(tp: Any, value: Any, *, where: str, path: str) -> Any:
+def _convert(tp: Any, value: Any, *, where: str, path: str, unknown: list[str] | None = None) -> Any:
     if tp is Any:
         return value
     if isinstance(tp, str):
         raise TypeError(f"unresolved annotation {tp!r}; use typing.get_type_hints")
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        return _convert_dataclass(tp, value, where=where, path=path)
+        return _convert_dataclass(tp, value, where=where, path=path, unknown=unknown)
     if origin in (typing.Union, types.UnionType):
-        return _convert_union(tp, value, where=where, path=path)
+        return _convert_union(tp, value, where=where, path=path, unknown=unknown)
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
@@ -99,7 +101,7 @@ def _convert(tp: Any, value: Any, *, where: str, path: str) -> Any:
             raise RecordError(f"{where}: {_fmt(path)} must be a list, got {type(value).__name__}")
         item_tp = args[0] if args else Any
         return tuple(
-            _convert(item_tp, v, where=where, path=f"{path}[{i}]") for i, v in enumerate(value)
+            _convert(item_tp, v, where=where, path=f"{path}[{i}]", unknown=unknown) for i, v in enumerate(value)
         )
     if origin in (dict, Mapping) or tp is dict:
         args = get_args(tp)
@@ -110,7 +112,7 @@ def _convert(tp: Any, value: Any, *, where: str, path: str) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise RecordError(f"{where}: {_fmt(path)} has a non-string key {k!r}")
-            out[k] = _convert(val_tp, v, where=where, path=f"{path}.{k}" if path else k)
+            out[k] = _convert(val_tp, v, where=where, path=f"{path}.{k}" if path else k, unknown=unknown)
         return out
     if tp is bool:
         if not isinstance(value, bool):
@@ -133,7 +135,7 @@ def _convert(tp: Any, value: Any, *, where: str, path: str) -> Any:
     raise TypeError(f"records: unsupported field type {tp!r} at {path}")
 
 
-def _convert_union(tp: Any, value: Any, *, where: str, path: str) -> Any:
+def _convert_union(tp: Any, value: Any, *, where: str, path: str, unknown: list[str] | None) -> Any:
     args = get_args(tp)
     if value is None:
         if type(None) in args:
@@ -142,12 +144,12 @@ def _convert_union(tp: Any, value: Any, *, where: str, path: str) -> Any:
     members = [a for a in args if a is not type(None)]
     shaped = [a for a in members if _accepts_shape(a, value)]
     if len(shaped) == 1:  # only one member fits the value's shape: its error is the useful one
-        return _convert(shaped[0], value, where=where, path=path)
+        return _convert(shaped[0], value, where=where, path=path, unknown=unknown)
     errors = []
     # Try the strictest members first so 3 stays an int in `int | float` and "x" a str in `str | int`.
     for arg in sorted(members, key=_union_rank):
         try:
-            return _convert(arg, value, where=where, path=path)
+            return _convert(arg, value, where=where, path=path, unknown=unknown)
         except RecordError as e:
             errors.append(str(e))
     names = " or ".join(_type_name(a) for a in args if a is not type(None))
@@ -178,12 +180,12 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _convert_dataclass(cls: Any, value: Any, *, where: str, path: str) -> Any:
+def _convert_dataclass(cls: Any, value: Any, *, where: str, path: str, unknown: list[str] | None) -> Any:
     if dataclasses.is_dataclass(value) and isinstance(value, cls):
         return value
     if not isinstance(value, Mapping):
         raise RecordError(f"{where}: {_fmt(path)} must be a table, got {type(value).__name__}")
-    kwargs = _field_values(cls, value, where=where, path=path)
+    kwargs = _field_values(cls, value, where=where, path=path, unknown=unknown)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
@@ -195,7 +197,8 @@ def record_fields(cls: Any, data: Mapping[str, Any], *, where: str) -> dict[str,
     return _field_values(cls, data, where=where, path="")
 
 
-def _field_values(cls: Any, value: Mapping[str, Any], *, where: str, path: str) -> dict[str, Any]:
+def _field_values(cls: Any, value: Mapping[str, Any], *, where: str, path: str,
+                 unknown: list[str] | None = None) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     aliases = {
@@ -209,7 +212,12 @@ def _field_values(cls: Any, value: Mapping[str, Any], *, where: str, path: str) 
             close = difflib.get_close_matches(str(key), known + sorted(aliases), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
             section = f"[{path}]" if path else "the top level"
-            raise RecordError(f"{where}: unknown key {key!r} in {section}{hint}")
+            message = f"{where}: unknown key {key!r} in {section}{hint}"
+            if unknown is None:
+                raise RecordError(message)
+            if message not in unknown:
+                unknown.append(message)
+            continue
         if name in kwargs:
             raise RecordError(f"{where}: {key!r} and its alias both set in [{path}]")
         field = fields[name]
@@ -220,7 +228,7 @@ def _field_values(cls: Any, value: Mapping[str, Any], *, where: str, path: str) 
                 raw = parse(key, raw)
             except (TypeError, ValueError) as e:
                 raise RecordError(f"{where}: {sub}: {e}") from None
-        kwargs[name] = _convert(hints[name], raw, where=where, path=sub)
+        kwargs[name] = _convert(hints[name], raw, where=where, path=sub, unknown=unknown)
     missing = [
         n
         for n, f in fields.items()

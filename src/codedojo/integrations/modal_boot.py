@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from codedojo.config.recipe import ExtraConfig
 from codedojo.integrations.modal_limits import TokenBucket
 from codedojo.integrations.modal_sweeper import sweep
-from codedojo.sandbox.base import SandboxLimits, SandboxStartError
+from codedojo.sandbox.base import SandboxLimits, SandboxStartError, network_for_task
 from codedojo.tasks.task import Task
 from codedojo.trial.runner import AGENT_GRACE_SEC
 
@@ -119,11 +119,12 @@ def task_workdir(task: Task) -> str:
 
 
 def effective_limits(task: Task, limits: SandboxLimits) -> SandboxLimits:
-    """The caller's limits, else the task's resources; network only when both allow it."""
+    """The caller's limits, else the task's resources; network as the task's policy says
+    (sandbox.base.network_for_task: Modal can give a "public" task network without an opt-in)."""
     env = task.config.environment
     return replace(limits, cpus=limits.cpus if limits.cpus is not None else env.cpus,
                    memory_mb=limits.memory_mb or env.memory_mb,
-                   network=limits.network and env.network_mode != "no-network")
+                   network=network_for_task(task, limits.network, backend="modal", follows_task=True))
 
 
 async def paced_create(create: Callable[[], Awaitable[T]], *, terminate: Callable[[T], Awaitable[object]],

@@ -5,9 +5,9 @@
 Start (modal_boot): the task's image (`[environment].docker_image` through `Image.from_registry`, else
 `environment/Dockerfile` through `Image.from_dockerfile`; entrypoint cleared because task images often
 set one), `Sandbox.create("sleep", "infinity", ...)` with the task's CPU and memory (request = limit),
-`block_network=True` unless both the caller and the task allow network, an explicit lifetime strictly
-longer than the episode budget, an idle timeout and owner tags; creation paced by the token bucket and
-the boot cap, shielded against cancellation; orphans of dead runs swept on the first start.
+`block_network` unless the task's network policy gives network (sandbox.base.network_for_task), an
+explicit lifetime strictly longer than the episode budget, an idle timeout and owner tags; creation paced
+by the token bucket and the boot cap, shielded against cancellation; orphans of dead runs swept on the first start.
 
 Exec: `bash -c` with the task's env, the workdir and Modal's per-exec `timeout`. Modal reports an exec
 timeout as return code -1 (sometimes 137); 137 well before the timeout is an out-of-memory kill, and a
@@ -56,7 +56,10 @@ from codedojo.sandbox.base import (
     SandboxLimits,
     SandboxPathError,
     SandboxStartError,
+    is_root_user,
     sandbox_path,
+    task_environment,
+    task_users,
 )
 from codedojo.sandbox.output import OutputCapture
 from codedojo.tasks.task import Task
@@ -107,6 +110,11 @@ class ModalSandbox:
             raise SandboxStartError(f"{task.name}: the modal sandbox backend does not give tasks GPUs")
         lifetime, idle = sandbox_timeouts(task, config)
         workdir = task_workdir(task)
+        task_env = task_environment(task)
+        if task_users(task):
+            where, user = next(iter(task_users(task).items()))
+            raise SandboxStartError(f"{task.name}: {where} = {user!r}: the modal backend does not run commands as "
+                                    "another user yet; use the docker backend")
         try:
             app = await app_for(config.app_name)
             await sweep_once(app, config.app_name)
@@ -130,7 +138,7 @@ class ModalSandbox:
                                          attempts=config.create_attempts, retryable=retryable)
         except modal.exception.Error as e:
             raise SandboxStartError(f"{task.name}: Modal could not create the sandbox: {e}") from e
-        box = cls(sandbox=sandbox, workdir=workdir, env=dict(task.config.environment.env), limits=limits)
+        box = cls(sandbox=sandbox, workdir=workdir, env=task_env, limits=limits)
         prepare = f"mkdir -p {shlex.join((workdir, *LOG_DIRS))} && chmod 777 {shlex.join(LOG_DIRS)}"
         try:
             prepared = await box.exec(prepare, cwd="/", timeout_sec=60)
@@ -147,7 +155,10 @@ class ModalSandbox:
             raise SandboxClosedError("the sandbox was closed")
 
     async def exec(self, command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                   timeout_sec: float | None = None) -> ExecResult:
+                   timeout_sec: float | None = None, user: str | int | None = None) -> ExecResult:
+        if not is_root_user(user):
+            raise SandboxError(f"the modal backend does not run commands as another user ({user!r}) yet; use the "
+                               "docker backend for tasks that set [agent].user or [verifier].user")
         self._check_open()
         timeout = float(timeout_sec if timeout_sec is not None else self.limits.default_timeout_sec)
         merged = {**self._env, **(env or {})}

@@ -83,8 +83,11 @@ class SandboxLimits:
     """Largest file a process may write."""
     output_bytes: int = 1 << 20
     """Output kept per stream of one command; the middle of anything longer is dropped."""
-    network: bool = False
-    """Whether commands may reach the network (the host's)."""
+    network: bool | None = None
+    """Network access: None follows the task's policy where the backend can give network (docker, modal:
+    on for "public" tasks, off for "no-network"; the local backend refuses a task that allows internet
+    unless told), True opts in (the local backend then shares the host's network), False runs without
+    network whatever the task says. See `network_for_task`."""
     default_timeout_sec: float = 600.0
     """Timeout of a command that does not give one."""
 
@@ -105,8 +108,11 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout_sec: float | None = None,
+        user: str | int | None = None,
     ) -> ExecResult:
-        """Run `command` with `bash -c` in a fresh shell; cwd defaults to the workdir."""
+        """Run `command` with `bash -c` in a fresh shell; cwd defaults to the workdir. `user` (a name or
+        uid) runs it as that user; None is the environment's default user (the image's USER, else root).
+        A backend that cannot switch users raises SandboxError for any user but root."""
         ...
 
     async def upload_file(self, source: Path, target: str) -> None:
@@ -142,15 +148,82 @@ class Sandbox(Protocol):
         ...
 
 
-def limits_for_task(task: Task, base: SandboxLimits) -> SandboxLimits:
-    """Apply the task's [environment] resources to `base`; a task that forbids network keeps it off."""
+def is_root_user(user: str | int | None) -> bool:
+    """Whether `user` (as task.toml gives it: a name, a uid, "uid:gid") is root or unset."""
+    return user is None or str(user).split(":")[0] in ("root", "0")
+
+
+def task_users(task: Task) -> dict[str, str | int]:
+    """Every non-root user the task asks for, keyed by where it is set (e.g. "[agent].user")."""
+    config = task.config
+    found: dict[str, str | int | None] = {"[agent].user": config.agent.user, "[verifier].user": config.verifier.user}
+    for step in config.steps:
+        found[f"[[steps]] {step.name!r} agent.user"] = step.agent.user if step.agent else None
+        found[f"[[steps]] {step.name!r} verifier.user"] = step.verifier.user if step.verifier else None
+    return {k: v for k, v in found.items() if v is not None and not is_root_user(v)}
+
+
+class NetworkPolicyError(SandboxStartError):
+    """The task's network policy cannot be given by this backend as asked; the message names the override."""
+
+
+def network_modes(task: Task) -> dict[str, str]:
+    """Each phase's effective network_mode (Harbor: a phase's own network_mode overrides [environment]'s)."""
+    config = task.config
+    base = config.environment.network_mode
+    modes = {"[environment]": base}
+    if config.agent.network_mode is not None:
+        modes["[agent]"] = config.agent.network_mode
+    if config.verifier.network_mode is not None:
+        modes["[verifier]"] = config.verifier.network_mode
+    for step in config.steps:
+        for phase, section in (("agent", step.agent), ("verifier", step.verifier)):
+            if section is not None and section.network_mode is not None:
+                modes[f"[[steps]] {step.name!r} {phase}"] = section.network_mode
+    return modes
+
+
+def network_for_task(task: Task, requested: bool | None, *, backend: str, follows_task: bool) -> bool:
+    """Whether the sandbox gets network, or NetworkPolicyError when the task's policy cannot be met as asked.
+
+    `requested` is SandboxLimits.network; `follows_task` says the backend can give a task the network it
+    allows without an opt-in (docker, modal). Never silently a sandbox without the network a task relies on:
+    a task whose phases all say "no-network" gets none; False is the caller's explicit "run without it";
+    otherwise an allowlist (not enforced by codedojo's backends) or phases that disagree (network is one
+    setting per sandbox here) are refused, and so is a "public" task on a backend that needs an opt-in."""
+    modes = network_modes(task)
+    if requested is False or set(modes.values()) == {"no-network"}:
+        return False
+    overrides = ("pass SandboxLimits(network=False) (`--no-network`) to run it without network, accepting that "
+                 "what needs the network fails")
+    allowlisted = [where for where, mode in modes.items() if mode == "allowlist"]
+    if allowlisted:
+        raise NetworkPolicyError(
+            f"{task.path}: {allowlisted[0]}.network_mode = \"allowlist\": the {backend} backend cannot restrict "
+            f"network access to allowed_hosts; {overrides}")
+    if len(set(modes.values())) > 1:
+        closed = next(where for where, mode in modes.items() if mode == "no-network")
+        raise NetworkPolicyError(
+            f"{task.path}: {closed}.network_mode = \"no-network\" while another phase allows internet: the "
+            f"{backend} backend gives one network setting per sandbox, not one per phase; {overrides}")
+    if requested is True or follows_task:
+        return True
+    raise NetworkPolicyError(
+        f"{task.path}: the task allows internet ([environment].network_mode = \"public\", Harbor's default) and "
+        f"the {backend} backend gives no network unless asked: pass SandboxLimits(network=True) (`--network`) to "
+        "share the host's network with it (see the threat model in docs/sandbox.md), or "
+        f"{overrides.removeprefix('pass ')}; or set network_mode = \"no-network\" in task.toml if it needs none")
+
+
+def limits_for_task(task: Task, base: SandboxLimits, *, backend: str, follows_task: bool) -> SandboxLimits:
+    """Apply the task's [environment] resources to `base` and settle network (see `network_for_task`)."""
     env = task.config.environment
     return replace(
         base,
         cpus=base.cpus if base.cpus is not None else env.cpus,
         memory_mb=base.memory_mb or env.memory_mb or DEFAULT_MEMORY_MB,
         storage_mb=base.storage_mb or env.storage_mb or DEFAULT_STORAGE_MB,
-        network=base.network and env.network_mode != "no-network",
+        network=network_for_task(task, base.network, backend=backend, follows_task=follows_task),
     )
 
 
@@ -165,3 +238,36 @@ def sandbox_path(path: str) -> str:
     if ".." in path.split("/"):
         raise SandboxPathError(f"sandbox path {path!r} must not contain '..'")
     return posixpath.normpath(path).replace("//", "/")
+
+
+def task_environment(task: Task) -> dict[str, str]:
+    """The task's `[environment].env` with its `${VAR}` templates resolved from the host (Harbor's rule);
+    SandboxStartError naming the variable when the host lacks one."""
+    from codedojo.tasks.env import MissingVariable, resolve_env
+
+    try:
+        return resolve_env(task.config.environment.env, section="[environment].env")
+    except MissingVariable as e:
+        raise SandboxStartError(f"{task.name}: {e}") from None
+
+
+class AsUser:
+    """A view of a sandbox whose commands run as `user` unless a command names its own (Harbor's
+    `with_default_user`): the trial runner gives the agent one for `[agent].user`. Transfers and close go to
+    the sandbox itself."""
+
+    def __init__(self, sandbox: Sandbox, user: str | int | None) -> None:
+        self._sandbox = sandbox
+        self.user = user
+
+    @property
+    def workdir(self) -> str:
+        return self._sandbox.workdir
+
+    async def exec(self, command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+                   timeout_sec: float | None = None, user: str | int | None = None) -> ExecResult:
+        return await self._sandbox.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec,
+                                        user=self.user if user is None else user)
+
+    def __getattr__(self, name: str) -> object:  # upload_*, download_*, read_file, write_file, remove, close
+        return getattr(self._sandbox, name)

@@ -17,8 +17,9 @@ finish (it was killed, or the watchdog failed), the host kills the namespace wit
 
 Threat model (compare codedojo/sandbox/local.py; docs/sandbox.md has the table and the tests):
 
-1. No network: `network_mode="none"` (loopback only) unless `SandboxLimits(network=True)` and the task
-   allows it.
+1. No network for tasks that say `no-network` (and with `SandboxLimits(network=False)`): `network_mode=
+   "none"`, loopback only. A task that allows internet gets the engine's default network
+   (`sandbox.base.network_for_task`).
 2. No host secrets: the container sees its image and nothing of the host filesystem.
 3. No writes to the host: only the container's own layer is writable; downloads write only regular
    files and directories under the chosen host directory and never follow links.
@@ -65,10 +66,11 @@ from codedojo.sandbox.base import (
     SandboxStartError,
     limits_for_task,
     sandbox_path,
+    task_environment,
 )
 from codedojo.sandbox.docker_paths import PathProbe
 from codedojo.sandbox.output import OutputCapture
-from codedojo.tasks.task import Task
+from codedojo.tasks.task import COMPOSE_FILES, Task
 
 T = TypeVar("T")
 
@@ -125,7 +127,8 @@ class DockerSandbox:
 
     @classmethod
     async def start(cls, task: Task, *, limits: SandboxLimits | None = None) -> DockerSandbox:
-        limits = limits_for_task(task, limits or SandboxLimits())
+        limits = limits_for_task(task, limits or SandboxLimits(), backend="docker", follows_task=True)
+        task_env = task_environment(task)
         client = await _in_thread(docker_host.connect)
         handed_off = False  # whether a callback now owns the client (to remove a container made too late)
         try:
@@ -135,7 +138,7 @@ class DockerSandbox:
             workdir = sandbox_path(task.config.environment.workdir or config.get("WorkingDir") or "/")
             name = f"codedojo-{re.sub(r'[^a-zA-Z0-9_.-]', '_', task.name)[:40]}-{secrets.token_hex(4)}"
             creating = asyncio.ensure_future(_in_thread(
-                _create, client, image=image, name=name, workdir=workdir, env=task.config.environment.env,
+                _create, client, image=image, name=name, workdir=workdir, env=task_env,
                 limits=limits, labels=docker_host.labels(task.name)))
             try:
                 container = await asyncio.shield(creating)
@@ -156,6 +159,8 @@ class DockerSandbox:
             dirs = " ".join(f"/logs/{d}" for d in LOG_DIRS)
             # Writable by whatever user the image runs commands as.
             await sandbox._shell(f"mkdir -p -- {dirs} {shlex.quote(workdir)} && chmod 777 {dirs}")
+            if _loose_environment_files(task):  # Harbor: a prebuilt image gets environment/ in its workdir
+                await sandbox.upload_dir(task.environment_dir, workdir)
         except BaseException as e:
             await sandbox.close()
             if isinstance(e, docker.errors.DockerException | requests.RequestException | SandboxError):
@@ -166,20 +171,25 @@ class DockerSandbox:
     # -- commands -------------------------------------------------------------------------------
 
     async def exec(self, command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                   timeout_sec: float | None = None) -> ExecResult:
+                   timeout_sec: float | None = None, user: str | int | None = None) -> ExecResult:
         async with self._lock:
             self._check_open()
             cwd = sandbox_path(cwd) if cwd else self._workdir
             timeout = self.limits.default_timeout_sec if timeout_sec is None else timeout_sec
-            return await self._run(command, cwd=cwd, env=dict(env or {}), timeout=max(timeout, 0.001))
+            return await self._run(command, cwd=cwd, env=dict(env or {}), timeout=max(timeout, 0.001), user=user)
 
-    async def _run(self, command: str, *, cwd: str, env: dict[str, str], timeout: float) -> ExecResult:
+    async def _run(self, command: str, *, cwd: str, env: dict[str, str], timeout: float,
+                   user: str | int | None = None) -> ExecResult:
         nonce = secrets.token_hex(8)
         args = [f"{timeout:.3f}", cwd, command, nonce, str(self.limits.cpu_time_sec),
                 str(self.limits.file_size_mb * 2048)]
         started = time.monotonic()
+        # As another user the runner's `kill -KILL -1` reaches only that user's processes; every command
+        # still ends with its own user's processes killed, so nothing survives into the next command, and a
+        # runner that did not finish is followed by a sweep as root.
         exec_id = (await self._api(self._client.api.exec_create, self.container_id,
-                                   ["/bin/sh", "-c", RUNNER, "codedojo-exec", *args], environment=env))["Id"]
+                                   ["/bin/sh", "-c", RUNNER, "codedojo-exec", *args], environment=env,
+                                   user="" if user is None else str(user)))["Id"]
         stream = await self._api(self._client.api.exec_start, exec_id, stream=True, demux=True)
         out = OutputCapture(self.limits.output_bytes)
         err = _HeldBack(OutputCapture(self.limits.output_bytes))
@@ -349,6 +359,14 @@ class DockerSandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _loose_environment_files(task: Task) -> bool:
+    """A prebuilt-image task with files in environment/ and nothing there to build them into an image."""
+    env_dir = task.environment_dir
+    if not task.config.environment.docker_image or not env_dir.is_dir() or task.dockerfile is not None:
+        return False
+    return not any((env_dir / f).exists() for f in COMPOSE_FILES) and any(env_dir.iterdir())
 
 
 class _HeldBack:

@@ -10,7 +10,8 @@ network, exhaust resources, outlive its episode or tamper with grading. Running 
 set-up), the sandbox provides, each with an adversarial test in tests/test_sandbox_security.py:
 
 1. No network: a fresh network namespace with only a loopback device, so the host's loopback services
-   and every outside address are unreachable (unless the caller opts in with `network=True`).
+   and every outside address are unreachable. A task that allows internet is refused unless the caller
+   decides: `network=False` keeps this claim, `network=True` shares the host's network and gives it up.
 2. No host secrets: /root, /home, /tmp, /var, /run, /srv, /mnt, /opt and the project checkout are not
    mounted; the system directories are read-only and commands run as an unprivileged host uid (shown
    as root inside a user namespace), so root-only files such as /etc/shadow are unreadable.
@@ -53,15 +54,20 @@ from codedojo.sandbox.base import (
     PROTECTED_MOUNTS,
     ExecResult,
     SandboxClosedError,
+    SandboxError,
     SandboxLimits,
     SandboxPathError,
     SandboxStartError,
+    is_root_user,
     limits_for_task,
     sandbox_path,
+    task_environment,
+    task_users,
 )
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
 from codedojo.sandbox.host import SANDBOX_PATH, CgroupV1, is_root, mount, state_root, umount
 from codedojo.sandbox.workspace import prepare_environment
+from codedojo.tasks.dockerfile import UnsupportedEnvironment
 from codedojo.tasks.task import Task
 
 DEFAULT_SANDBOX_UID = 900_000
@@ -101,14 +107,21 @@ class LocalSandbox:
     @classmethod
     async def start(cls, task: Task, *, limits: SandboxLimits | None = None) -> LocalSandbox:
         _sweep_orphans_once()
-        limits = limits_for_task(task, limits or SandboxLimits())
+        users = task_users(task)
+        if users:
+            where, user = next(iter(users.items()))
+            raise UnsupportedEnvironment(
+                f"{task.path}: {where} = {user!r}: the local backend runs every command as root (one uid mapped "
+                "into its user namespace), so it cannot run a phase as another user; use the docker backend")
+        task_env = task_environment(task)
         uid = sandbox_uid()
         prepared = await prepare_environment(task, uid=uid)
+        limits = limits_for_task(task, limits or SandboxLimits(), backend="local", follows_task=False)
         sandbox_id = f"{task.name[:40].replace('/', '_')}-{secrets.token_hex(4)}"
         root = state_root() / sandbox_id
         overlay = is_root()
         cgroup = CgroupV1(sandbox_id) if CgroupV1.available() else None
-        env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root", **prepared.env}
+        env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root", **prepared.env, **task_env}
         sandbox = cls(sandbox_id=sandbox_id, root=root, workdir=prepared.workdir, env=env, limits=limits,
                       uid=uid, cgroup=cgroup, overlay=overlay)
         try:
@@ -143,7 +156,11 @@ class LocalSandbox:
     # -- commands -------------------------------------------------------------------------------
 
     async def exec(self, command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                   timeout_sec: float | None = None) -> ExecResult:
+                   timeout_sec: float | None = None, user: str | int | None = None) -> ExecResult:
+        if not is_root_user(user):
+            raise SandboxError(f"sandbox {self.sandbox_id}: the local backend runs every command as root (one uid "
+                               f"mapped into its user namespace) and cannot run one as {user!r}; use the docker "
+                               "backend for tasks that set a user")
         async with self._lock:
             self._check_alive()
             cwd = sandbox_path(cwd) if cwd else self._workdir
@@ -204,12 +221,17 @@ class LocalSandbox:
                 raise SandboxPathError(f"{path}: {'/'.join(parts[: i + 1])} is a symlink; transfers never follow links")
         return current
 
+    def _protected(self, path: Path) -> bool:
+        return any(path == p or p in path.parents for p in (self._mounts[m] for m in PROTECTED_MOUNTS))
+
     def _own(self, path: Path) -> None:
-        """Hand a host-created file to the sandbox user, except in the host-filled directories."""
-        if self._uid is None:
+        """Hand a host-created file to the sandbox user; in the host-filled directories (/tests, /solution),
+        which stay the host's, make it readable (and directories searchable) by the sandbox user instead."""
+        if self._protected(path):
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            os.chmod(path, mode | (0o555 if stat.S_ISDIR(os.lstat(path).st_mode) else 0o444))
             return
-        protected = [self._mounts[m] for m in PROTECTED_MOUNTS]
-        if any(path == p or p in path.parents for p in protected):
+        if self._uid is None:
             return
         os.lchown(path, self._uid, self._uid)
 

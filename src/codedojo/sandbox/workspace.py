@@ -39,7 +39,7 @@ class PreparedEnvironment:
     """Directory holding the workspace as it appears at `workdir` (read-only, shared by episodes)."""
     workdir: str
     env: dict[str, str]
-    """Environment variables from ENV instructions and [environment].env."""
+    """Environment variables from the Dockerfile's ENV instructions ([environment].env is added per sandbox)."""
 
 
 def cache_dir() -> Path:
@@ -154,7 +154,7 @@ async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnviron
     if known is not None and known.lower.is_dir():
         return known
     plan = await asyncio.to_thread(plan_for, task)
-    env = {**dict(plan.env), **task.config.environment.env}
+    env = dict(plan.env)
     key = await asyncio.to_thread(_digest, task, plan, uid)
     root = cache_dir() / "workspaces"
     final = root / key

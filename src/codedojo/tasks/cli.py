@@ -14,6 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = tasks_sub.add_parser("validate", help="check task directories and name every problem",
                              description="Exit status 1 if any task has a problem; every problem is printed.")
     p.add_argument("paths", nargs="+", type=Path, help="task directories, or folders holding tasks")
+    p.add_argument("--strict", action="store_true",
+                   help="unknown task.toml keys are problems, not warnings (codedojo's own tasks use this)")
     p.set_defaults(func=_validate)
 
     p = tasks_sub.add_parser(
@@ -24,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workers", type=int, default=2, help="tasks checked at once (default: 2)")
     p.add_argument("--backend", default="local", help="sandbox backend (default: local)")
     p.add_argument("--json", action="store_true", help="print one JSON object per task")
+    add_network_flags(p)
     p.set_defaults(func=_check)
 
     from codedojo.tasks.swerebench.cli import register as register_swerebench  # from-swe-rebench
@@ -35,6 +38,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     register_factory(tasks_sub)
 
 
+def add_network_flags(p: argparse.ArgumentParser) -> None:
+    """--network / --no-network: the caller's override of a task's network policy (SandboxLimits.network)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--network", dest="network", action="store_const", const=True, default=None,
+                       help="give tasks that allow internet network access even where that is an opt-in (the local "
+                       "backend shares the host's network; see docs/sandbox.md)")
+    group.add_argument("--no-network", dest="network", action="store_const", const=False,
+                       help="run without network whatever the task allows")
+
+
 def _validate(args: argparse.Namespace) -> int:
     from codedojo.tasks.task import TaskError, discover_tasks, validate_task_dir
 
@@ -43,10 +56,15 @@ def _validate(args: argparse.Namespace) -> int:
     except TaskError as e:
         print(e, file=sys.stderr)
         return 1
-    problems = [p for path in paths for p in validate_task_dir(path)]
+    warnings: list[str] = []
+    problems = [p for path in paths for p in validate_task_dir(path, warnings=warnings)]
+    if args.strict:
+        problems, warnings = problems + warnings, []
     for problem in problems:
         print(problem)
-    print(f"{len(paths)} task(s) checked, {len(problems)} problem(s)", file=sys.stderr)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"{len(paths)} task(s) checked, {len(problems)} problem(s), {len(warnings)} warning(s)", file=sys.stderr)
     return 1 if problems or not paths else 0
 
 
@@ -69,7 +87,8 @@ def _check(args: argparse.Namespace) -> int:
         print("no tasks found", file=sys.stderr)
         return 1
     console = Console(stderr=args.json)
-    reports, wall = asyncio.run(check_tasks(paths, workers=args.workers, backend=args.backend, console=console))
+    reports, wall = asyncio.run(check_tasks(paths, workers=args.workers, backend=args.backend, console=console,
+                                            network=args.network))
     bad = [r for r in reports if not r.ok]
     if args.json:
         for r in reports:

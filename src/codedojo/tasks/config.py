@@ -4,8 +4,10 @@ Every section and field Harbor 0.25 defines is here, with Harbor's defaults. The
 still accepts are read and converted: a root `version` becomes `schema_version`, `[environment]`
 `memory = "4G"` and `storage = "10G"` become `memory_mb` / `storage_mb` (binary units, so 4G = 4096),
 and `allow_internet = true|false` becomes `network_mode = "public"|"no-network"`. Files are always
-written in the new form. Any key Harbor does not define is an error naming the key and the file;
-`[metadata]` is the one free-form table.
+written in the new form. A key Harbor does not define is an error naming the key and the file, or, when
+the caller collects warnings (`Task.load` does; Harbor's loader ignores such keys and its lint warns), a
+warning with the same text; `codedojo tasks validate --strict` makes them errors again. `[metadata]` is
+the one free-form table.
 """
 
 from __future__ import annotations
@@ -274,17 +276,18 @@ class TaskConfig:
     """`[[steps]]` of a multi-step task."""
 
 
-def parse_task_config(text: str, *, where: str) -> TaskConfig:
-    """Parse task.toml text; errors name `where` and the offending key."""
+def parse_task_config(text: str, *, where: str, warnings: list[str] | None = None) -> TaskConfig:
+    """Parse task.toml text; errors name `where` and the offending key. An unknown key is an error, unless
+    `warnings` is a list: then its message goes there and the key is ignored (what Harbor's loader does)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RecordError(f"{where}: not valid TOML: {e}") from None
-    return load_record(TaskConfig, data, where=where)
+    return load_record(TaskConfig, data, where=where, unknown=warnings)
 
 
-def load_task_config(path: Path) -> TaskConfig:
-    return parse_task_config(path.read_text(encoding="utf-8"), where=str(path))
+def load_task_config(path: Path, *, warnings: list[str] | None = None) -> TaskConfig:
+    return parse_task_config(path.read_text(encoding="utf-8"), where=str(path), warnings=warnings)
 
 
 def dump_task_config(config: TaskConfig) -> str:

@@ -1,7 +1,9 @@
 """The agent protocol, and the two agents that need no model: oracle and nop.
 
 An agent acts in a started sandbox and says how it ended. It never verifies and never reads tests/:
-the trial runner uploads tests only after the agent has returned.
+the trial runner uploads tests only after the agent has returned. Its commands run as the task's
+`[agent].user` (the runner hands it a sandbox whose default user is that one). For a step of a
+multi-step task it gets the step's view of the task (`task.step`, the step's instruction).
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from codedojo.sandbox.base import Sandbox
+from codedojo.tasks.env import resolve_env
 from codedojo.tasks.task import Task
 from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.staging import staged
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,18 +38,25 @@ class Agent(Protocol):
 
 
 class OracleAgent:
-    """Runs the task's reference solution: solution/ is uploaded to /solution and solve.sh runs in the
-    workdir with its output in /logs/agent/oracle.txt (Harbor's oracle semantics)."""
+    """Runs the task's reference solution (Harbor's oracle): solution/ (a step's own solution/ when it has
+    one) is uploaded to /solution with solve.sh made executable on the host, and solve.sh runs in the
+    workdir as the agent's user with `DEBIAN_FRONTEND=noninteractive` and `[solution].env` (templates
+    resolved from the host), its output in /logs/agent/oracle.txt. A task without solve.sh cannot be run by
+    the oracle: that is a task error, not a score."""
 
     name = "oracle"
 
     async def run(self, task: Task, sandbox: Sandbox, *, timeout_sec: float | None) -> AgentOutcome:
-        await sandbox.upload_dir(task.solution_dir, "/solution")
-        env = {"DEBIAN_FRONTEND": "noninteractive", **task.config.solution.env}
-        result = await sandbox.exec(
-            "chmod +x /solution/solve.sh 2>/dev/null; /solution/solve.sh > /logs/agent/oracle.txt 2>&1",
-            env=env, timeout_sec=timeout_sec,
-        )
+        solve = task.solution_dir / "solve.sh"
+        if not solve.is_file():
+            return AgentOutcome(status=EpisodeStatus.TASK_ERROR,
+                                detail=f"{solve} is missing: the oracle agent needs the task's reference solution")
+        env = {"DEBIAN_FRONTEND": "noninteractive",
+               **resolve_env(task.config.solution.env, section="[solution].env")}
+        with staged([task.solution_dir], executable="solve.sh") as solution:
+            await sandbox.upload_dir(solution, "/solution")
+        result = await sandbox.exec("/solution/solve.sh > /logs/agent/oracle.txt 2>&1", env=env,
+                                    timeout_sec=timeout_sec)
         if result.timed_out:
             return AgentOutcome(status=EpisodeStatus.EPISODE_TIMEOUT, detail=f"solve.sh ran past {timeout_sec}s")
         if result.return_code != 0:

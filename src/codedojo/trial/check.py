@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task, TaskError
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
 
@@ -62,14 +63,14 @@ def _problem(oracle: TrialResult, nop: TrialResult) -> str | None:
     return None
 
 
-async def check_task(path: Path, *, backend: str = "local") -> CheckReport:
+async def check_task(path: Path, *, backend: str = "local", network: bool | None = None) -> CheckReport:
     started = time.monotonic()
     try:
         task = Task.load(path)
     except TaskError as e:
         return CheckReport(task=path.name, path=str(path), oracle_reward=None, nop_reward=None,
                            problem=f"invalid: {e}", seconds=time.monotonic() - started)
-    options = TrialOptions(backend=backend)
+    options = TrialOptions(backend=backend, limits=SandboxLimits(network=network))
     oracle = await run_trial(task, OracleAgent(), options=options)
     nop = await run_trial(task, NopAgent(), options=options)
     return CheckReport(task=task.name, path=str(path), oracle_reward=oracle.reward if oracle.reward_valid else None,
@@ -78,7 +79,7 @@ async def check_task(path: Path, *, backend: str = "local") -> CheckReport:
 
 
 async def check_tasks(paths: list[Path], *, workers: int = 2, backend: str = "local",
-                      console: Console | None = None) -> tuple[list[CheckReport], float]:
+                      console: Console | None = None, network: bool | None = None) -> tuple[list[CheckReport], float]:
     """Check every task, `workers` at a time; returns the reports in input order and the wall time."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -90,7 +91,7 @@ async def check_tasks(paths: list[Path], *, workers: int = 2, backend: str = "lo
 
         async def one(path: Path) -> CheckReport:
             async with gate:
-                report = await check_task(path, backend=backend)
+                report = await check_task(path, backend=backend, network=network)
             progress.advance(bar)
             return report
 

@@ -7,6 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from codedojo.tasks.cli import add_network_flags
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("trial", help="run one episode of a task with a built-in agent",
@@ -18,10 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--trials-dir", type=Path, default=Path("trials"),
                    help="where the trial's logs and result.json go (default: ./trials)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_network_flags(p)
     p.set_defaults(func=_trial)
 
 
 def _trial(args: argparse.Namespace) -> int:
+    from codedojo.sandbox.base import SandboxLimits
     from codedojo.tasks.task import Task, TaskError
     from codedojo.trial import BUILTIN_AGENTS, TrialOptions, run_trial
 
@@ -30,7 +34,10 @@ def _trial(args: argparse.Namespace) -> int:
     except TaskError as e:
         print(e, file=sys.stderr)
         return 2
-    options = TrialOptions(backend=args.backend, trials_dir=args.trials_dir)
+    for warning in task.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    options = TrialOptions(backend=args.backend, trials_dir=args.trials_dir,
+                           limits=SandboxLimits(network=args.network))
     result = asyncio.run(run_trial(task, BUILTIN_AGENTS[args.agent](), options=options))
     if args.json:
         print(result.to_json())

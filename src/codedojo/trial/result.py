@@ -37,6 +37,9 @@ class EpisodeStatus(StrEnum):
     """The verifier crashed, timed out or left no valid reward (infrastructure)."""
     ENGINE_ERROR = "engine_error"
     """The inference engine failed (infrastructure)."""
+    TASK_ERROR = "task_error"
+    """The task cannot run as written here: a `${VAR}` its env tables need is not set on the host, the oracle
+    has no solve.sh, or it needs what the backend refuses (infrastructure: fix the task or the run)."""
     INTERNAL_ERROR = "internal_error"
     """A bug in codedojo itself; the error carries the traceback (infrastructure)."""
 
@@ -47,7 +50,7 @@ class EpisodeStatus(StrEnum):
 
 _INFRASTRUCTURE = frozenset({
     EpisodeStatus.SANDBOX_ERROR, EpisodeStatus.VERIFIER_ERROR, EpisodeStatus.ENGINE_ERROR,
-    EpisodeStatus.INTERNAL_ERROR,
+    EpisodeStatus.TASK_ERROR, EpisodeStatus.INTERNAL_ERROR,
 })
 
 FailureKind = Literal["infrastructure", "agent", "task"]

@@ -1,10 +1,15 @@
 """One episode's lifecycle: start the environment, run the agent, verify, close — Harbor's order.
 
-    environment_setup  sandbox start, under [environment].build_timeout_sec
-    agent              agent.run, under [agent].timeout_sec (None = no limit); a timed-out or failed
-                       agent is still verified, as in Harbor
-    verifier           tests/ uploaded only now; test.sh under [verifier].timeout_sec
+    preflight          `${VAR}` templates of [environment].env and [verifier].env resolved from the host;
+                       a missing variable is a task error before anything starts
+    environment_setup  sandbox start, under [environment].build_timeout_sec (the backend settles the
+                       task's network policy and users here, refusing what it cannot give)
+    agent              agent.run as [agent].user, under [agent].timeout_sec (None = no limit); a
+                       timed-out or failed agent is still verified, as in Harbor
+    verifier           tests/ uploaded only now; test.sh as [verifier].user under [verifier].timeout_sec
     teardown           sandbox closed, also on failure and cancellation
+
+A multi-step task repeats agent and verifier per step in the same sandbox (see `_steps`).
 
 Nothing raises out of `run_trial` except cancellation: every failure becomes a status on the result.
 """
@@ -13,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
+import shlex
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -22,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from codedojo.sandbox import SandboxError, SandboxLimits, start_sandbox
-from codedojo.sandbox.base import Sandbox
+from codedojo.sandbox.base import AsUser, Sandbox
+from codedojo.tasks.config import StepConfig
 from codedojo.tasks.dockerfile import UnsupportedEnvironment
+from codedojo.tasks.env import MissingVariable, resolve_env
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import Agent, AgentOutcome
 from codedojo.trial.result import EpisodeStatus, PhaseTimings, TrialResult
-from codedojo.trial.verifier import VerifierError, verify
+from codedojo.trial.verifier import VerifierError, verifier_env, verify
 
 # How long past its own budget an agent may take to wind down before it is cancelled.
 AGENT_GRACE_SEC = 30.0
@@ -86,6 +95,9 @@ async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir:
                   timings: dict[str, float], sandboxes: list[Sandbox],
                   sandbox_factory: SandboxFactory | None) -> tuple[EpisodeStatus, dict[str, Any]]:
     scale = options.timeout_multiplier
+    problem = _preflight(task)
+    if problem is not None:
+        return EpisodeStatus.TASK_ERROR, {"error": problem}
     t0 = time.monotonic()
     try:
         starting = sandbox_factory(task) if sandbox_factory is not None else start_sandbox(
@@ -97,19 +109,47 @@ async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir:
         return EpisodeStatus.SANDBOX_ERROR, {"error": f"environment did not start: {why}"}
     sandboxes.append(sandbox)
     timings["environment_setup"] = time.monotonic() - t0
+    if not task.steps:
+        config = task.config
+        status, fields = await _episode(task, agent, sandbox, scale=scale, timings=timings,
+                                        agent_timeout=config.agent.timeout_sec,
+                                        verifier_timeout=config.verifier.timeout_sec, agent_user=config.agent.user)
+    else:
+        status, fields = await _steps(task, agent, sandbox, scale=scale, timings=timings)
+    await _collect_logs(sandbox, trial_dir)
+    return status, fields
 
+
+def _preflight(task: Task) -> str | None:
+    """What keeps the task from running at all, found before any sandbox starts: a `${VAR}` its
+    [environment] or [verifier] env needs that the host lacks."""
+    views = [task.for_step(step.name) for step in task.steps] or [task]
+    try:
+        resolve_env(task.config.environment.env, section="[environment].env")
+        for view in views:
+            verifier_env(view)
+    except MissingVariable as e:
+        return str(e)
+    return None
+
+
+async def _episode(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float, timings: dict[str, float],
+                   agent_timeout: float | None, verifier_timeout: float,
+                   agent_user: str | int | None) -> tuple[EpisodeStatus, dict[str, Any]]:
+    """One agent phase and one verification (a single-step task, or one step of a multi-step one)."""
     t0 = time.monotonic()
-    agent_timeout = task.config.agent.timeout_sec
     budget = agent_timeout * scale if agent_timeout is not None else None
     try:
-        outcome = await asyncio.wait_for(agent.run(task, sandbox, timeout_sec=budget),
+        outcome = await asyncio.wait_for(agent.run(task, AsUser(sandbox, agent_user), timeout_sec=budget),
                                          None if budget is None else budget + AGENT_GRACE_SEC)
     except TimeoutError:
         outcome = AgentOutcome(status=EpisodeStatus.EPISODE_TIMEOUT, detail=f"agent ran past {budget:g}s")
     except SandboxError as e:
         return EpisodeStatus.SANDBOX_ERROR, {"error": f"sandbox failed during the agent phase: {e}"}
+    except MissingVariable as e:
+        return EpisodeStatus.TASK_ERROR, {"error": str(e)}
     finally:
-        timings["agent"] = time.monotonic() - t0
+        timings["agent"] = timings.get("agent", 0.0) + time.monotonic() - t0
     fields: dict[str, Any] = {"error": outcome.detail, "agent_exit_code": outcome.exit_code,
                               "details": outcome.details, "trajectory": outcome.trajectory}
     if outcome.status.is_infrastructure:
@@ -117,16 +157,92 @@ async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir:
 
     t0 = time.monotonic()
     try:
-        fields["rewards"] = await verify(task, sandbox, timeout_sec=task.config.verifier.timeout_sec * scale)
+        fields["rewards"] = await verify(task, sandbox, timeout_sec=verifier_timeout * scale)
         status = outcome.status
     except VerifierError as e:
         status, fields["error"] = EpisodeStatus.VERIFIER_ERROR, str(e)
     except SandboxError as e:
         return EpisodeStatus.SANDBOX_ERROR, {**fields, "error": f"sandbox failed during verification: {e}"}
     finally:
-        timings["verifier"] = time.monotonic() - t0
-    await _collect_logs(sandbox, trial_dir)
+        timings["verifier"] = timings.get("verifier", 0.0) + time.monotonic() - t0
     return status, fields
+
+
+async def _steps(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float,
+                 timings: dict[str, float]) -> tuple[EpisodeStatus, dict[str, Any]]:
+    """A multi-step task, as Harbor's MultiStepTrial runs it: the steps in order in one sandbox; before each,
+    /tests and /logs/verifier are emptied, steps/<name>/workdir/ is uploaded into the workdir and its
+    setup.sh run; then the agent on the step's instruction (as the step's agent user, under its timeout)
+    and the step's verifier. A step whose verifier fails, or whose rewards fall below its min_reward,
+    ends the run. The trial's rewards are the per-key mean over the steps that were verified (missing
+    keys count 0), or the last step's with multi_step_reward_strategy = "final"."""
+    step_results: list[dict[str, Any]] = []
+    status: EpisodeStatus = EpisodeStatus.SUBMITTED
+    fields: dict[str, Any] = {}
+    for step in task.steps:
+        view = task.for_step(step.name)
+        setup_error = await _prepare_step(view, sandbox, step, user=_step_agent_user(task, step))
+        if setup_error is not None:
+            status, fields = EpisodeStatus.TASK_ERROR, {"error": setup_error}
+            step_results.append({"step": step.name, "status": str(status), "error": setup_error})
+            break
+        agent_timeout = step.agent.timeout_sec if step.agent and step.agent.timeout_sec is not None \
+            else task.config.agent.timeout_sec
+        verifier_timeout = step.verifier.timeout_sec if step.verifier else task.config.verifier.timeout_sec
+        status, fields = await _episode(view, agent, sandbox, scale=scale, timings=timings,
+                                        agent_timeout=agent_timeout, verifier_timeout=verifier_timeout,
+                                        agent_user=_step_agent_user(task, step))
+        step_results.append({"step": step.name, "status": str(status), "rewards": fields.get("rewards"),
+                             "error": fields.get("error")})
+        if status.is_infrastructure or _below_min_reward(fields.get("rewards"), step.min_reward):
+            break
+    verified = [r["rewards"] for r in step_results if r.get("rewards") is not None]
+    details = {**fields.get("details", {}), "steps": step_results}
+    fields = {**fields, "details": details}
+    if status.is_infrastructure:
+        fields.pop("rewards", None)
+        return status, fields
+    if task.config.multi_step_reward_strategy == "final":
+        fields["rewards"] = step_results[-1].get("rewards")
+    else:
+        keys = sorted({k for rewards in verified for k in rewards})
+        fields["rewards"] = {k: sum(r.get(k, 0.0) for r in verified) / len(verified) for k in keys}
+    return status, fields
+
+
+def _step_agent_user(task: Task, step: StepConfig) -> str | int | None:
+    if step.agent is not None and step.agent.user is not None:
+        return step.agent.user
+    return task.config.agent.user
+
+
+def _below_min_reward(rewards: dict[str, float] | None, min_reward: float | dict[str, float] | None) -> bool:
+    """Harbor's gate: a float gates the `reward` key, a table each key it names; a missing key is -inf."""
+    if min_reward is None:
+        return False
+    thresholds = {"reward": min_reward} if isinstance(min_reward, int | float) else min_reward
+    return any((rewards or {}).get(key, -math.inf) < value for key, value in thresholds.items())
+
+
+_STEP_RESET = "rm -rf /tests; mkdir -p /tests /logs/verifier; find /logs/verifier -mindepth 1 -delete"
+
+
+async def _prepare_step(view: Task, sandbox: Sandbox, step: StepConfig, *, user: str | int | None) -> str | None:
+    """Empty the previous step's grading files, upload the step's workdir/, run its setup.sh; the error or None."""
+    reset = await sandbox.exec(_STEP_RESET, timeout_sec=60, user="root")
+    if reset.return_code != 0:
+        return f"step {step.name!r}: could not clear /tests and /logs/verifier: {reset.stderr.strip()[:300]}"
+    workdir_files = view.path / "steps" / step.name / "workdir"
+    if not workdir_files.is_dir():
+        return None
+    await sandbox.upload_dir(workdir_files, sandbox.workdir)
+    if not (workdir_files / "setup.sh").is_file():
+        return None
+    setup = f"bash {shlex.quote(sandbox.workdir.rstrip('/') + '/setup.sh')}"
+    result = await sandbox.exec(setup, timeout_sec=view.config.environment.build_timeout_sec, user=user)
+    if result.return_code != 0:
+        return f"step {step.name!r}: workdir/setup.sh exited {result.return_code}: {result.stderr.strip()[-300:]}"
+    return None
 
 
 async def _collect_logs(sandbox: Sandbox, trial_dir: Path | None) -> None:

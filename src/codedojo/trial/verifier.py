@@ -1,43 +1,68 @@
 """Verification with Harbor's semantics: clear stale results, upload tests/, run test.sh, read the reward.
 
-Order and rules (Harbor 0.25 `Verifier.verify`): everything in /logs/verifier is deleted first (so a
-reward the agent planted never counts); tests/ is uploaded to /tests only now; `/tests/test.sh` runs
-from the task workdir with `[verifier].env`, its stdout and stderr in /logs/verifier/test-stdout.txt;
-its exit code is ignored; then /logs/verifier/reward.json (a flat object of finite numbers) is read, or
-else reward.txt (one number). A missing, empty or malformed reward is a verifier error, never a zero.
+Order and rules (Harbor 0.25 `Verifier.verify`): everything in /logs/verifier and /tests is deleted first,
+as root (so a reward or a test the agent planted never counts); the task's tests/ (for a step of a
+multi-step task: the shared tests/ with the step's tests/ merged over it) is uploaded to /tests only now,
+with test.sh made executable on the host (see trial.staging: a 644 test.sh runs, as in Harbor);
+`/tests/test.sh` (the step's own when it has one) runs from the task workdir as `[verifier].user` (the
+image's default user when unset) with `[verifier].env` (the step's over the task's; `${VAR}` templates
+resolved from the host, a missing variable is an error naming it), its stdout and stderr in
+/logs/verifier/test-stdout.txt; its exit code is ignored; then /logs/verifier/reward.json is read, or
+else reward.txt (one number).
+
+reward.json is a flat JSON object with any keys whose values are numbers or booleans (true = 1, false =
+0), as Harbor accepts. The scalar codedojo trains on is its `reward` key; when there is none it is the
+mean of all the values, and `reward` is added with it (one key: that value). Harbor itself has no scalar
+for several keys: its metrics average each key over trials separately; the mean of the keys is the
+scalar whose average over trials equals the mean of those per-key averages. A missing, empty or
+malformed reward (or an empty object) is a verifier error, never a zero.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import re
 from collections.abc import Mapping
 
 from codedojo.sandbox.base import Sandbox, SandboxPathError
+from codedojo.tasks.config import StepConfig
+from codedojo.tasks.env import MissingVariable, resolve_env
 from codedojo.tasks.task import Task
+from codedojo.trial.staging import staged
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _RESET = (
     "if [ -L /logs/verifier ] || [ ! -d /logs/verifier ]; then rm -rf /logs/verifier; mkdir -p /logs/verifier; fi; "
-    "chmod -R u+rwX /logs/verifier 2>/dev/null; find /logs/verifier -mindepth 1 -delete"
+    "chmod -R u+rwX /logs/verifier 2>/dev/null; find /logs/verifier -mindepth 1 -delete && chmod 777 /logs/verifier"
 )
-_RUN = "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"
+_RUN = "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"
 
 
 class VerifierError(RuntimeError):
     """Verification produced no valid reward."""
 
 
-def resolve_env(env: Mapping[str, str], host_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Expand `${VAR}` and `${VAR:-default}` in verifier env values from the host environment."""
-    host = os.environ if host_env is None else host_env
+def verifier_env(task: Task, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment test.sh runs with: `[verifier].env`, the step's `[verifier].env` over it, templates
+    resolved; MissingVariable names a variable the host lacks."""
+    env = dict(task.config.verifier.env)
+    section = "[verifier].env"
+    step = _step_config(task)
+    if step is not None and step.verifier is not None:
+        env.update(step.verifier.env)
+        section = f"[verifier].env (with steps '{step.name}')"
+    return resolve_env(env, section=section, host_env=host_env)
 
-    def expand(m: re.Match[str]) -> str:
-        return host.get(m.group(1), m.group(2) if m.group(2) is not None else "")
 
-    return {k: _ENV_REF.sub(expand, v) for k, v in env.items()}
+def verifier_user(task: Task) -> str | int | None:
+    """The step's `[verifier].user`, else the task's; None is the image's default user."""
+    step = _step_config(task)
+    if step is not None and step.verifier is not None and step.verifier.user is not None:
+        return step.verifier.user
+    return task.config.verifier.user
+
+
+def _step_config(task: Task) -> StepConfig | None:
+    return next((s for s in task.config.steps if s.name == task.step), None) if task.step else None
 
 
 def parse_reward_json(data: bytes) -> dict[str, float]:
@@ -51,13 +76,11 @@ def parse_reward_json(data: bytes) -> dict[str, float]:
         raise VerifierError("reward.json must be a non-empty JSON object of numbers")
     rewards = {}
     for key, v in value.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise VerifierError(f"reward.json: {key!r} is {v!r}, not a finite number")
-        rewards[key] = float(v)
+        if not isinstance(v, int | float) or not math.isfinite(v):
+            raise VerifierError(f"reward.json: {key!r} is {v!r}, not a finite number or a boolean")
+        rewards[key] = float(v)  # True -> 1.0, False -> 0.0
     if "reward" not in rewards:
-        if len(rewards) != 1:
-            raise VerifierError(f"reward.json has no 'reward' key (keys: {', '.join(sorted(rewards))})")
-        rewards["reward"] = next(iter(rewards.values()))
+        rewards["reward"] = sum(rewards.values()) / len(rewards)
     return rewards
 
 
@@ -75,12 +98,20 @@ def parse_reward_txt(data: bytes) -> dict[str, float]:
 
 
 async def verify(task: Task, sandbox: Sandbox, *, timeout_sec: float) -> dict[str, float]:
-    """Run the task's verifier in `sandbox` and return its rewards; raises VerifierError."""
-    reset = await sandbox.exec(_RESET, timeout_sec=60)
+    """Run the task's (or the step's) verifier in `sandbox` and return its rewards; raises VerifierError."""
+    try:
+        env = verifier_env(task)
+    except MissingVariable as e:
+        raise VerifierError(str(e)) from None
+    reset = await sandbox.exec(_RESET, timeout_sec=60, user="root")
     if reset.return_code != 0:
         raise VerifierError(f"could not clear /logs/verifier: {reset.stderr.strip()[:500]}")
-    await sandbox.upload_dir(task.tests_dir, "/tests")
-    result = await sandbox.exec(_RUN, env=resolve_env(task.config.verifier.env), timeout_sec=timeout_sec)
+    sources = task.test_sources
+    if not sources:
+        raise VerifierError(f"{task.path}: no tests/ directory to upload")
+    with staged(sources, executable="test.sh") as tests:
+        await sandbox.upload_dir(tests, "/tests")
+    result = await sandbox.exec(_RUN, env=env, timeout_sec=timeout_sec, user=verifier_user(task))
     if result.timed_out:
         raise VerifierError(f"tests/test.sh ran past the verifier timeout of {timeout_sec:g}s")
     for name, parse in (("reward.json", parse_reward_json), ("reward.txt", parse_reward_txt)):
@@ -91,5 +122,5 @@ async def verify(task: Task, sandbox: Sandbox, *, timeout_sec: float) -> dict[st
         except SandboxPathError as e:
             raise VerifierError(f"cannot read {name}: {e}") from None
         return parse(data)
-    hint = f" (test.sh exited {result.return_code})" if result.return_code else ""
+    hint = f" (test.sh exited {result.return_code}: {result.stderr.strip()[-300:]})" if result.return_code else ""
     raise VerifierError(f"tests/test.sh wrote neither /logs/verifier/reward.json nor reward.txt{hint}")

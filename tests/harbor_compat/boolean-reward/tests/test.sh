@@ -1,0 +1,3 @@
+#!/bin/bash
+if [ -f /app/flag ]; then v=true; else v=false; fi
+echo "{\"passed\": $v}" > /logs/verifier/reward.json

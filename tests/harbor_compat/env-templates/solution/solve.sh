@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '%s %s %s\n' "$GREETING" "$ANSWER" "$LITERAL" > /app/out.txt

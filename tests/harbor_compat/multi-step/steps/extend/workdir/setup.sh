@@ -1,0 +1,1 @@
+echo ran > /app/setup-ran

@@ -1,0 +1,2 @@
+#!/bin/bash
+cp seed.txt result.txt

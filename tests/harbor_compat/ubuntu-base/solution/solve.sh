@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /etc/hostname > /app/count
