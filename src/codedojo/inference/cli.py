@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-step-tokens", type=int, default=1024,
                    help="most tokens per forward step, decode plus prefill chunks (default: 1024)")
     p.add_argument("--seed", type=int, default=None, help="seed for requests that carry none")
+    p.add_argument("--no-prefix-cache", action="store_true",
+                   help="keep KV between requests only for session ids, not automatically (benchmarks)")
     p.set_defaults(func=_serve)
 
 
@@ -52,6 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_running=args.max_running,
             max_step_tokens=args.max_step_tokens,
             seed=args.seed,
+            prefix_cache=not args.no_prefix_cache,
         )
     except InferenceError as error:
         print(f"codedojo serve: {error}", file=sys.stderr)
