@@ -33,9 +33,10 @@ from codedojo.inference import (
 class Server:
     """One `codedojo serve --model tiny-llama --port 0` process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port", "0", "--seed", "0"],
+            [sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port", "0", "--seed", "0",
+             *options],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
