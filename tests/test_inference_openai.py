@@ -146,8 +146,8 @@ def test_async_streaming_matches_the_plain_answer_and_ends_with_usage(server: Se
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finishes == [plain.choices[0].finish_reason]
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
-    streamed_logprobs = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
-    assert len(streamed_logprobs) == plain.usage.completion_tokens
+    entries = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert len(entries) == plain.usage.completion_tokens
 
 
 def test_tools_are_rendered_and_tool_turns_round_trip(server: Server, tokenizer) -> None:
@@ -196,7 +196,7 @@ class ScriptedEngine:
 
     def __init__(self, tokenizer: Any, text: str) -> None:
         self.tokenizer = tokenizer
-        self.ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+        self.ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
 
     def _completion(self, prompt: Sequence[int]) -> Completion:
         return Completion(token_ids=tuple(self.ids), logprobs=(-1.0,) * len(self.ids), finish_reason="stop",
