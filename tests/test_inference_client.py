@@ -30,8 +30,11 @@ def test_sglang_sampling_params_round_trip_and_strictness() -> None:
 def test_openai_chat_params() -> None:
     params = openai_chat_to_params({"messages": [], "max_tokens": 9, "temperature": 0, "stop": ["a", "b"], "seed": 1})
     assert params == SamplingParams(temperature=0.0, max_new_tokens=9, stop=("a", "b"), seed=1)
-    with pytest.raises(InvalidRequestError, match="n=2"):
-        openai_chat_to_params({"messages": [], "n": 2})
+    with pytest.raises(InvalidRequestError, match=r"frequency_penalty=0\.5"):
+        openai_chat_to_params({"messages": [], "frequency_penalty": 0.5})
+    with pytest.raises(InvalidRequestError, match="response_format"):
+        openai_chat_to_params({"messages": [], "response_format": {"type": "json_object"}})
+    assert openai_chat_to_params({"messages": [], "top_logprobs": 3, "n": 2}).top_logprobs == 3
     with pytest.raises(InvalidRequestError, match="max_tokenz"):
         openai_chat_to_params({"messages": [], "max_tokenz": 2})
 

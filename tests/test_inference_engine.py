@@ -346,3 +346,66 @@ def test_close_fails_running_requests_and_refuses_new_ones(loaded: LoadedModel) 
         await engine.close()  # idempotent
 
     asyncio.run(run())
+
+
+def test_prefix_cache_reuses_kv_without_session_ids_and_stays_exact(loaded: LoadedModel, hf) -> None:
+    params = SamplingParams(temperature=1.0, max_new_tokens=10, ignore_eos=True, seed=4)
+
+    async def episode(engine: LocalEngine):
+        history, turns = prompt_of(90, seed=21), []
+        for turn in range(3):
+            out = await engine.generate(history, params)  # no session id: what OpenAI clients send
+            turns.append((history, out))
+            history = history + list(out.token_ids) + prompt_of(12, seed=30 + turn)
+        stats = await engine.stats()
+        await engine.close()
+        return turns, stats
+
+    cached, stats = asyncio.run(episode(LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=0)))
+    uncached, _ = asyncio.run(episode(LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=0,
+                                                  prefix_cache=False)))
+    for (prev, prev_out), (_, out) in itertools.pairwise(cached):
+        assert out.cached_tokens == len(prev) + len(prev_out.token_ids) - 1  # everything but the newest token
+    for prompt, out in cached:
+        assert_logprobs_exact(hf, prompt, out, 1.0)
+    assert [out.cached_tokens for _, out in uncached] == [0, 0, 0]
+    assert [o.token_ids for _, o in cached] == [o.token_ids for _, o in uncached]  # same seed, same tokens
+    # Each turn's entry extends the previous one, which is dropped: one entry holds the whole episode.
+    assert stats["prefix_cache_entries"] == 1
+    assert stats["prefix_cache_tokens"] == len(cached[-1][0]) + len(cached[-1][1].token_ids) - 1
+
+
+def test_prefix_cache_entries_are_evicted_before_sessions(loaded: LoadedModel) -> None:
+    # Room for the 4x256 running rows plus about 500 parked positions.
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1024 + 500, seed=0)
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, ignore_eos=True)
+
+    async def run():
+        await engine.generate(prompt_of(150, seed=40), params, session_id="kept")
+        for i in range(4):  # 4 anonymous entries of ~153 positions: they cannot all stay
+            await engine.generate(prompt_of(150, seed=50 + i), params)
+        stats = await engine.stats()
+        await engine.close()
+        return stats
+
+    stats = asyncio.run(run())
+    assert stats["evictions"] >= 2
+    assert stats["parked_sessions"] == ["kept"]
+    assert stats["parked_tokens"] + stats["kv_allocated_tokens"] <= 1024 + 500
+
+
+def test_prefix_index_finds_the_deepest_shared_block() -> None:
+    import numpy as np
+
+    from codedojo.inference.prefix_index import BLOCK_TOKENS, PrefixIndex
+
+    index: PrefixIndex[str] = PrefixIndex()
+    base = np.arange(100, 100 + 4 * BLOCK_TOKENS, dtype=np.int64)
+    index.add("short", base[: 2 * BLOCK_TOKENS])
+    index.add("long", base)
+    index.add("other", base[::-1].copy())
+    assert index.candidates(base[: 3 * BLOCK_TOKENS + 5]) == ["long"]
+    assert set(index.candidates(np.concatenate([base[: 2 * BLOCK_TOKENS], [1, 2, 3]]))) == {"short", "long"}
+    assert index.candidates(base[: BLOCK_TOKENS - 1]) == []  # less than a block is not indexed
+    index.remove("long")
+    assert index.candidates(base) == ["short"] and len(index) == 2

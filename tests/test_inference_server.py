@@ -33,9 +33,10 @@ from codedojo.inference import (
 class Server:
     """One `codedojo serve --model tiny-llama --port 0` process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port", "0", "--seed", "0"],
+            [sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port", "0", "--seed", "0",
+             *options],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -192,7 +193,8 @@ def test_weight_update_endpoint_bumps_version_and_drops_the_cache(servers, tiny,
         return first, version, after, health
 
     first, version, after, health = asyncio.run(run())
-    assert version == first.weight_version + 1 == after.weight_version == health["weight_version"]
+    assert version == first.weight_version + 1 == after.weight_version == int(health["weight_version"])
+    assert health["weight_version"] == str(version)  # a string, as SGLang reports it
     assert after.cached_tokens == 0
 
 

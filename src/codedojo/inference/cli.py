@@ -28,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-step-tokens", type=int, default=1024,
                    help="most tokens per forward step, decode plus prefill chunks (default: 1024)")
     p.add_argument("--seed", type=int, default=None, help="seed for requests that carry none")
+    p.add_argument("--context-length", type=int, default=None,
+                   help="positions of a tiny test model (tiny-llama, tiny-qwen3; default 2048); a real model's "
+                   "context comes from its config")
+    p.add_argument("--no-prefix-cache", action="store_true",
+                   help="keep KV between requests only for session ids, not automatically (benchmarks)")
     p.set_defaults(func=_serve)
 
 
@@ -44,6 +49,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         spec = resolve_model(args.model)
+        if args.context_length is not None:
+            spec = _with_context(spec, args.context_length)
         engine = LocalEngine.from_spec(
             spec,
             device=args.device,
@@ -52,6 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_running=args.max_running,
             max_step_tokens=args.max_step_tokens,
             seed=args.seed,
+            prefix_cache=not args.no_prefix_cache,
         )
     except InferenceError as error:
         print(f"codedojo serve: {error}", file=sys.stderr)
@@ -72,3 +80,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     asyncio.run(main())
     return 0
+
+
+def _with_context(spec: object, positions: int) -> object:
+    import dataclasses
+
+    from codedojo.inference.errors import UnknownModelError
+    from codedojo.inference.specs import TinyModel
+
+    if not isinstance(spec, TinyModel):
+        raise UnknownModelError("--context-length applies to the tiny test models only; a real model's context "
+                                "comes from its config.json")
+    return dataclasses.replace(spec, max_positions=positions)

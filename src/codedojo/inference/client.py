@@ -29,6 +29,7 @@ from codedojo.inference.errors import (
     EngineUnavailableError,
     InferenceError,
     InvalidRequestError,
+    RouteNotFoundError,
 )
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 from codedojo.inference.wire import params_to_sglang
@@ -89,7 +90,7 @@ class HTTPEngine:
             return  # vLLM's prefix cache frees blocks on its own
         try:
             await self._post("/end_session", {"session_id": session_id})
-        except _RouteNotFound:
+        except RouteNotFoundError:
             pass  # a real SGLang server has no such route; its radix cache evicts by itself
 
     async def close(self) -> None:
@@ -190,16 +191,14 @@ async def _http_error(response: aiohttp.ClientResponse, url: str) -> InferenceEr
         error = (await response.json(content_type=None)).get("error") or {}
     except (ValueError, AttributeError, aiohttp.ContentTypeError):
         error = {}
-    if isinstance(error, dict) and error.get("type") in ERROR_TYPES:
-        return ERROR_TYPES[error["type"]](error.get("message", text))
+    # codedojo serve names its error class in `code` (OpenAI's field; `type` is OpenAI's category).
+    for key in ("code", "type"):
+        if isinstance(error, dict) and error.get(key) in ERROR_TYPES:
+            return ERROR_TYPES[error[key]](error.get("message", text), param=error.get("param"))
     if response.status == 404:
-        return _RouteNotFound(f"{url} answered HTTP 404: {text[:500]}")
+        return RouteNotFoundError(f"{url} answered HTTP 404: {text[:500]}")
     cls = InvalidRequestError if 400 <= response.status < 500 else InferenceError
     return cls(f"{url} answered HTTP {response.status}: {text[:500]}")
-
-
-class _RouteNotFound(InferenceError):
-    """HTTP 404 without a codedojo error body: the server does not have the route."""
 
 
 def _finish_reason(kind: Any) -> FinishReason:

@@ -9,6 +9,11 @@ same event loop stays responsive while the worker computes.
 Weight updates wait until the running requests finish (new requests queue meanwhile, as slime does
 before a sync), or abort them with `abort_running=True`; then every cached KV is dropped and
 `weight_version` goes up by one.
+
+Control (SGLang's admin routes call these): `abort(rid=...)` ends matching requests as "abort" with what
+they sampled so far; `pause(mode=...)` stops stepping until `resume()` ("abort" first aborts everything,
+"in_place" keeps running requests and their KV where they are); `flush_cache()` drops every parked KV
+when nothing runs. `stream()` yields tokens as they are sampled.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ import asyncio
 import queue
 import secrets
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,6 +44,15 @@ from codedojo.inference.transformer import Transformer
 # Without an explicit budget: this share of the device's memory (CPU: RAM) holds KV, at most 8 GiB.
 DEFAULT_KV_MEMORY_FRACTION = 0.25
 DEFAULT_KV_MEMORY_CAP = 8 << 30
+
+
+class StreamedToken(NamedTuple):
+    """One token as `LocalEngine.stream` yields it."""
+
+    token_id: int
+    logprob: float
+    top_logprobs: tuple[tuple[int, float], ...]
+    """(token id, logprob) pairs when SamplingParams.top_logprobs asks for them, else empty."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,19 @@ class _Call:
 
     fn: Callable[[Scheduler], Any]
     done: Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class _Control:
+    """abort / pause / resume / flush, run on the worker thread between steps."""
+
+    kind: str
+    done: Callable[[Any], None]
+    rid: str | None = None
+    mode: str = "abort"
+
+
+PAUSE_MODES = ("abort", "in_place", "retract")
 
 
 class _Close:
@@ -90,13 +117,20 @@ class LocalEngine:
         max_running: int = 64,
         max_step_tokens: int = 1024,
         seed: int | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.kv_budget_tokens = kv_budget_tokens or default_kv_budget_tokens(model)
         self.scheduler = Scheduler(
-            model, kv_budget_tokens=self.kv_budget_tokens, max_running=max_running, max_step_tokens=max_step_tokens
+            model,
+            kv_budget_tokens=self.kv_budget_tokens,
+            max_running=max_running,
+            max_step_tokens=max_step_tokens,
+            prefix_cache=prefix_cache,
         )
+        self.paused = False
+        """Set by `pause`, cleared by `resume` (read by the event loop; written by the worker)."""
         self._eos = frozenset(eos_token_ids(tokenizer))
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -131,19 +165,84 @@ class LocalEngine:
         return self.model.config.max_positions
 
     async def generate(
-        self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None
+        self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None,
+        rid: str | None = None,
     ) -> Completion:
         self._check_open()
         prompt = self._validate(prompt_ids, params, session_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
-        request = self._request(prompt, params, session_id, _deliver_to(loop, future))
+        request = self._request(prompt, params, session_id, _deliver_to(loop, future), rid=rid)
         self._post(request)
         try:
             return await future
         except asyncio.CancelledError:
             request.cancelled = True  # the worker drops the row at its next step
             raise
+
+    async def stream(
+        self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None,
+        rid: str | None = None,
+    ) -> AsyncIterator[StreamedToken | Completion]:
+        """Like `generate`, but yields each sampled token as it comes, then the `Completion`.
+
+        Closing the iterator early (or cancelling its consumer) cancels the request."""
+        self._check_open()
+        prompt = self._validate(prompt_ids, params, session_id)
+        loop = asyncio.get_running_loop()
+        tokens: asyncio.Queue[StreamedToken | Completion | BaseException] = asyncio.Queue()
+
+        def on_token(token: int, logprob: float, top: tuple[tuple[int, float], ...]) -> None:
+            try:
+                loop.call_soon_threadsafe(tokens.put_nowait, StreamedToken(token, logprob, top))
+            except RuntimeError:
+                pass  # the caller's event loop is gone
+
+        def deliver(outcome: Completion | BaseException) -> None:
+            try:
+                loop.call_soon_threadsafe(tokens.put_nowait, outcome)
+            except RuntimeError:
+                pass
+
+        request = self._request(prompt, params, session_id, deliver, rid=rid, on_token=on_token)
+        self._post(request)
+        try:
+            while True:
+                item = await tokens.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Completion):
+                    return
+        finally:
+            request.cancelled = True  # a no-op once finished; otherwise the worker drops the row
+
+    async def abort(self, *, rid: str | None = None) -> int:
+        """End running and waiting requests with this rid (None: every request) as finish_reason "abort"
+        at the next step; returns how many were found."""
+        return await self._control("abort", rid=rid)
+
+    async def pause(self, *, mode: str = "abort") -> None:
+        """Stop generating until `resume`. mode "abort" aborts every request first; "in_place" (and
+        "retract", which behaves the same here) keeps them, with their KV, until `resume`. Requests that
+        arrive meanwhile wait."""
+        if mode not in PAUSE_MODES:
+            raise InvalidRequestError(f"pause mode must be one of {list(PAUSE_MODES)}, got {mode!r}")
+        await self._control("pause", mode=mode)
+
+    async def resume(self) -> None:
+        await self._control("resume")
+
+    async def flush_cache(self) -> bool:
+        """Drop every parked KV (sessions' and the prefix cache's); False while requests run or wait."""
+        return await self._control("flush")
+
+    async def _control(self, kind: str, **fields: Any) -> Any:
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._post(_Control(kind, _deliver_to(loop, future), **fields))
+        return await future
 
     async def end_session(self, session_id: str) -> None:
         self._check_open()
@@ -194,6 +293,10 @@ class LocalEngine:
                 "kv_budget_tokens": s.kv_budget_tokens,
                 "kv_peak_tokens": s.kv_peak_tokens,
                 "kv_bytes_per_token": s.cache.shape.bytes_per_token,
+                "prefix_cache": s.prefix_cache,
+                "prefix_cache_entries": len(s.cached),
+                "prefix_cache_tokens": sum(len(e.tokens) for e in s.cached),
+                "paused": self.paused,
                 **s.counters,
             }
 
@@ -231,13 +334,18 @@ class LocalEngine:
         if bad:
             raise InvalidRequestError(f"token ids outside the vocabulary [0, {vocab}): {bad[:5]}")
         if len(prompt) >= self.max_context:
+            # The first sentence is what litellm (and other OpenAI clients) recognise as a context overflow.
             raise ContextLengthError(
-                f"prompt of {len(prompt)} tokens leaves no room to generate within the model's context "
-                f"of {self.max_context} tokens"
+                f"This model's maximum context length is {self.max_context} tokens, and the prompt has "
+                f"{len(prompt)} tokens, which leaves no room to generate: shorten the prompt or messages",
+                param="messages",
             )
         return prompt
 
-    def _request(self, prompt: list[int], params: SamplingParams, session_id: str | None, deliver: Any) -> Request:
+    def _request(
+        self, prompt: list[int], params: SamplingParams, session_id: str | None, deliver: Any, *,
+        rid: str | None = None, on_token: Callable[[int, float, tuple[tuple[int, float], ...]], None] | None = None,
+    ) -> Request:
         seed = params.seed if params.seed is not None else int(torch.randint(2**62, (), generator=self._seeds))
         generator = torch.Generator().manual_seed(seed) if params.temperature > 0 else None
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(self._eos))
@@ -252,6 +360,8 @@ class LocalEngine:
                 temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, generator=generator
             ),
             deliver=deliver,
+            rid=rid,
+            on_token=on_token,
         )
 
     # ----- the worker thread ----------------------------------------------------------------------
@@ -260,7 +370,8 @@ class LocalEngine:
         scheduler = self.scheduler
         update: _UpdateWeights | None = None
         while True:
-            idle = not scheduler.has_work() and update is None
+            # Block for commands when there is nothing to step, unless a weight update can be applied now.
+            idle = (self.paused or not scheduler.has_work()) and (update is None or bool(scheduler.rows))
             for command in self._drain(block=idle):
                 if isinstance(command, _Close):
                     scheduler.abort_all(EngineClosedError("the engine was closed while the request ran"))
@@ -275,6 +386,8 @@ class LocalEngine:
                         command.done(None)
                     except InferenceError as error:
                         command.done(error)
+                elif isinstance(command, _Control):
+                    command.done(self._apply(command))
                 elif isinstance(command, _Call):
                     try:
                         command.done(command.fn(scheduler))
@@ -293,13 +406,32 @@ class LocalEngine:
                 except Exception as error:
                     update.done(error)
                 update = None
-            if scheduler.has_work():
+            if scheduler.has_work() and not self.paused:
                 try:
                     scheduler.step(admit=update is None)
                 except Exception as error:  # a bug or out of memory: fail the batch, keep serving
                     failure = InferenceError(f"engine step failed: {type(error).__name__}: {error}")
                     failure.__cause__ = error
                     scheduler.abort_all(failure)
+
+    def _apply(self, command: _Control) -> Any:
+        scheduler = self.scheduler
+        if command.kind == "abort":
+            marked = scheduler.abort(rid=command.rid)
+            scheduler.drop_cancelled()  # now, not at the next step: that may be after a pause
+            return marked
+        if command.kind == "pause":
+            if command.mode == "abort":
+                scheduler.abort()
+                scheduler.drop_cancelled()
+            self.paused = True
+            return None
+        if command.kind == "resume":
+            self.paused = False
+            return None
+        if command.kind == "flush":
+            return not scheduler.has_work() and scheduler.flush()
+        raise AssertionError(command.kind)
 
     def _drain(self, *, block: bool) -> list[Any]:
         commands = [self._inbox.get()] if block else []

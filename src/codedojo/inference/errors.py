@@ -8,10 +8,16 @@ from __future__ import annotations
 
 
 class InferenceError(Exception):
-    """Base class of everything codedojo.inference raises on purpose."""
+    """Base class of everything codedojo.inference raises on purpose.
+
+    `param` names the request field at fault, when one is (OpenAI's `error.param`)."""
 
     type_name = "inference_error"
     http_status = 500
+
+    def __init__(self, message: str = "", *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class InvalidRequestError(InferenceError, ValueError):
@@ -49,6 +55,20 @@ class UnknownModelError(InferenceError, ValueError):
     http_status = 400
 
 
+class ModelNotFoundError(InvalidRequestError):
+    """A request named a model this server does not serve (OpenAI's `model_not_found`)."""
+
+    type_name = "model_not_found"
+    http_status = 404
+
+
+class RouteNotFoundError(InvalidRequestError):
+    """No such HTTP route (or method) on this server."""
+
+    type_name = "not_found"
+    http_status = 404
+
+
 class EngineClosedError(InferenceError):
     """The engine was closed before or while the request ran."""
 
@@ -79,6 +99,8 @@ ERROR_TYPES: dict[str, type[InferenceError]] = {
         UnknownSessionError,
         SessionBusyError,
         UnknownModelError,
+        ModelNotFoundError,
+        RouteNotFoundError,
         EngineClosedError,
         EngineUnavailableError,
         EngineTimeoutError,

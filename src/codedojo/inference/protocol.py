@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from codedojo.inference.errors import InvalidRequestError
 
 FinishReason = Literal["stop", "length", "abort"]
+MAX_TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +45,9 @@ class SamplingParams:
     """Sample through the tokenizer's eos (benchmarks; `stop_token_ids` still apply)."""
     seed: int | None = None
     """Same seed + same inputs -> same tokens (bit-for-bit with the same batch composition)."""
+    top_logprobs: int = 0
+    """Also report this many most likely tokens at each sampled position, with their logprobs (same
+    distribution as `Completion.logprobs`); at most 20, as in OpenAI's API."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -61,6 +65,8 @@ class SamplingParams:
             isinstance(t, int) and t >= 0 for t in self.stop_token_ids
         ):
             problems.append(f"stop_token_ids must be a tuple of token ids, got {self.stop_token_ids!r}")
+        if not isinstance(self.top_logprobs, int) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            problems.append(f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs!r}")
         if self.seed is not None and not isinstance(self.seed, int):
             problems.append(f"seed must be an int or None, got {self.seed!r}")
         if problems:
@@ -84,6 +90,9 @@ class Completion:
     """Prompt tokens whose KV was reused instead of recomputed (SGLang's meta_info name)."""
     weight_version: int
     """Version of the weights that sampled these tokens (bumped by every weight update)."""
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()
+    """With `SamplingParams.top_logprobs` = k: per sampled token, the k most likely (token id, logprob)
+    pairs, most likely first; empty otherwise (and from engines that do not report them)."""
 
 
 @runtime_checkable

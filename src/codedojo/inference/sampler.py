@@ -61,6 +61,22 @@ def sample(logits: torch.Tensor, rows: list[RowSampling]) -> tuple[list[int], li
     return tokens.tolist(), chosen_logprobs.tolist()
 
 
+def top_logprobs(
+    logits: torch.Tensor, rows: list[RowSampling], counts: list[int]
+) -> list[tuple[tuple[int, float], ...]]:
+    """The counts[i] most likely tokens of row i with their logprobs, in the same distribution `sample`
+    reports (temperature-scaled, before truncation; raw for greedy rows), most likely first."""
+    out: list[tuple[tuple[int, float], ...]] = []
+    for i, (row, k) in enumerate(zip(rows, counts, strict=True)):
+        if not k:
+            out.append(())
+            continue
+        scaled = logits[i] / row.temperature if row.temperature not in (0.0, 1.0) else logits[i]
+        values, ids = torch.log_softmax(scaled, dim=-1).topk(min(k, logits.shape[-1]))
+        out.append(tuple(zip(ids.tolist(), values.tolist(), strict=True)))
+    return out
+
+
 def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Per row, the first token whose cumulative mass exceeds u * total mass (sums in float64, so the
     running total over a 150k vocabulary stays accurate). Zero-probability tokens never win.

@@ -11,8 +11,13 @@ Invariants (the scheduler is single-threaded: only the engine's worker thread to
   session, or a running row) shares with its prompt, and prefills only the rest. A request whose prompt
   is also being prefilled by another row waits one step and then copies that row's KV: a GRPO group
   sharing one task prompt prefills it once.
-- Parked KV + allocated rows stay within `kv_budget_tokens`; least recently used sessions lose their
-  parked KV first (their next turn is recomputed from scratch, transparently).
+- Automatic prefix caching: with `prefix_cache`, a request without a session id parks its KV too, as an
+  anonymous entry in `cached` (an entry whose tokens are a prefix of a newer one's is dropped, it adds
+  nothing). Parked KV of sessions and entries is found through a block-hash `PrefixIndex`, so a client
+  that never sends a session id (the OpenAI SDK, litellm) still prefills only what is new each turn.
+- Parked KV + allocated rows stay within `kv_budget_tokens`. Anonymous entries are evicted first, least
+  recently used first, then sessions' parked KV, least recently used first (sessions stay the fast
+  path); an evicted sequence's next turn is recomputed from scratch, transparently.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import torch
 
 from codedojo.inference.errors import InvalidRequestError, SessionBusyError, UnknownSessionError
 from codedojo.inference.kv_cache import KVCache, ParkedKV
+from codedojo.inference.prefix_index import PrefixIndex
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
-from codedojo.inference.sampler import RowSampling, sample
+from codedojo.inference.sampler import RowSampling, sample, top_logprobs
 from codedojo.inference.step_batch import build_step
 from codedojo.inference.stopping import StopStrings
 from codedojo.inference.transformer import Transformer
@@ -42,6 +48,8 @@ IDLE_CACHE_TOKENS = 16384
 MAX_SESSION_RECORDS = 100_000
 
 Deliver = Callable[[Completion | BaseException], None]
+OnToken = Callable[[int, float, tuple[tuple[int, float], ...]], None]
+"""(token id, logprob, top logprobs) of each sampled token."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -55,8 +63,13 @@ class Request:
     stop_strings: StopStrings | None
     sampling: RowSampling
     deliver: Deliver
+    rid: str | None = None
+    """The caller's request id (SGLang's `rid`), what `abort` matches."""
+    on_token: OnToken | None = None
+    """Called on the worker thread with each sampled token (streaming)."""
     output: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[tuple[tuple[int, float], ...]] = field(default_factory=list)
     kv_len: int = 0
     cached_tokens: int = 0
     weight_version: int = 0
@@ -74,6 +87,7 @@ class Request:
         return Completion(
             token_ids=tuple(self.output),
             logprobs=tuple(self.logprobs),
+            top_logprobs=tuple(self.top_logprobs),
             finish_reason=finish_reason,
             prompt_tokens=len(self.prompt),
             cached_tokens=self.cached_tokens,
@@ -119,6 +133,7 @@ class Scheduler:
         kv_budget_tokens: int,
         max_running: int,
         max_step_tokens: int,
+        prefix_cache: bool = True,
     ) -> None:
         if max_step_tokens < 2 * max_running:
             raise ValueError(f"max_step_tokens ({max_step_tokens}) must be >= 2 * max_running ({max_running})")
@@ -130,9 +145,21 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.rows: list[Request] = []
         self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.prefix_cache = prefix_cache
+        self.cached: OrderedDict[Session, None] = OrderedDict()
+        """Anonymous parked entries (requests without a session id), least recently used first."""
+        self.index: PrefixIndex[Session] = PrefixIndex()
+        """Every parked KV, sessions' and anonymous, by block hashes of its tokens."""
         self.parked_tokens = 0
         self.weight_version = 0
-        self.counters = {"steps": 0, "prefill_tokens": 0, "decode_tokens": 0, "cached_tokens": 0, "evictions": 0}
+        self.counters = {
+            "steps": 0,
+            "prefill_tokens": 0,
+            "decode_tokens": 0,
+            "cached_tokens": 0,
+            "prompt_tokens": 0,
+            "evictions": 0,
+        }
         self.kv_peak_tokens = 0
         """Most KV positions held at once (allocated rows plus parked sessions)."""
 
@@ -187,11 +214,39 @@ class Scheduler:
         """New weights; every cached KV was computed with the old ones and is dropped. Needs no rows."""
         assert not self.rows, "weights change only between turns"
         self.model.load_state_dict(state, strict=strict)
-        for session in self.sessions.values():
-            self._drop_parked(session)
-        self.cache.release()
+        self.flush()
         self.weight_version += 1
         return self.weight_version
+
+    def flush(self) -> bool:
+        """Drop every parked KV (sessions' and anonymous); False, doing nothing, while requests run."""
+        if self.rows:
+            return False
+        for session in self.sessions.values():
+            self._drop_parked(session)
+        for entry in list(self.cached):
+            self._drop_parked(entry)
+        self.cache.release()
+        return True
+
+    def abort(self, *, rid: str | None = None) -> int:
+        """Mark running and waiting requests with this rid (None: all) cancelled; they end as "abort"
+        at the next step with the tokens sampled so far. Returns how many were marked."""
+        marked = 0
+        for request in [*self.rows, *self.waiting]:
+            if rid is None or request.rid == rid:
+                request.cancelled = True
+                marked += 1
+        return marked
+
+    def drop_cancelled(self) -> None:
+        """Finish cancelled rows and waiting requests now (also while generation is paused)."""
+        for row in reversed(range(len(self.rows))):
+            if self.rows[row].cancelled:
+                self._finish(row, None, park=True)
+        for request in [r for r in self.waiting if r.cancelled]:
+            self.waiting.remove(request)
+            self._settle(request, None)
 
     # ----- one step -------------------------------------------------------------------------------
 
@@ -226,6 +281,8 @@ class Scheduler:
         )
         logits = self.model.forward(batch, self.cache)
         tokens, logprobs = sample(logits, [self.rows[row].sampling for row in sampled])
+        tops = [self.rows[row].params.top_logprobs for row in sampled]
+        top = top_logprobs(logits, [self.rows[row].sampling for row in sampled], tops) if any(tops) else None
         self.counters["steps"] += 1
         self.counters["decode_tokens"] += len(decode)
         for row, _, chunk in prefills:
@@ -234,10 +291,15 @@ class Scheduler:
         for row, _, _ in decode:
             self.rows[row].kv_len += 1
         done: list[tuple[int, FinishReason]] = []
-        for row, token, logprob in zip(sampled, tokens, logprobs, strict=True):
+        for j, (row, token, logprob) in enumerate(zip(sampled, tokens, logprobs, strict=True)):
             request = self.rows[row]
             request.output.append(token)
             request.logprobs.append(logprob)
+            top_j = top[j] if top is not None else ()
+            if request.params.top_logprobs:
+                request.top_logprobs.append(top_j)
+            if request.on_token is not None:
+                request.on_token(token, logprob, top_j)
             reason = self._finish_reason(request, token)
             if reason is not None:
                 done.append((row, reason))
@@ -282,6 +344,9 @@ class Scheduler:
             request.kv_len = request.cached_tokens = reuse
             request.weight_version = self.weight_version
             self.counters["cached_tokens"] += reuse
+            self.counters["prompt_tokens"] += len(request.prompt)
+            if isinstance(source, Session) and source in self.cached:
+                self.cached.move_to_end(source)
             if request.session_id is not None:
                 self._drop_parked(self.sessions[request.session_id])
         self.waiting.extendleft(reversed(deferred))
@@ -294,7 +359,7 @@ class Scheduler:
         candidates: list[tuple[Session | int, np.ndarray]] = []
         if own is not None and own.parked is not None:
             candidates.append((own, own.tokens))
-        candidates += [(s, s.tokens) for s in self.sessions.values() if s.parked is not None and s is not own]
+        candidates += [(s, s.tokens) for s in self.index.candidates(prompt) if s is not own]
         candidates += [
             (row, np.asarray(r.tokens()[: r.kv_len], dtype=np.int64)) for row, r in enumerate(self.rows)
         ]
@@ -360,7 +425,7 @@ class Scheduler:
 
     def _evict(self, *, protect: Session | None, allocation: int | None = None) -> None:
         allocated = self.cache.allocated_tokens if allocation is None else allocation
-        for session in list(self.sessions.values()):
+        for session in [*self.cached, *self.sessions.values()]:
             if allocated + self.parked_tokens <= self.kv_budget_tokens:
                 return
             if session.parked is not None and session is not protect:
@@ -372,6 +437,23 @@ class Scheduler:
             self.parked_tokens -= session.parked.length
         session.parked = None
         session.tokens = np.zeros(0, dtype=np.int64)
+        self.index.remove(session)
+        self.cached.pop(session, None)
+
+    def _park(self, session: Session, row: int, tokens: np.ndarray) -> None:
+        session.parked = self.cache.park(row, len(tokens))
+        session.tokens = tokens
+        self.parked_tokens += len(tokens)
+        self.index.add(session, tokens)
+
+    def _cache_anonymous(self, row: int, tokens: np.ndarray) -> None:
+        """Park a sessionless request's KV as an anonymous entry, replacing entries it extends."""
+        for entry in self.index.candidates(tokens):
+            if entry in self.cached and _common_prefix(entry.tokens, tokens) == len(entry.tokens):
+                self._drop_parked(entry)
+        entry = Session(tokens=tokens)
+        self._park(entry, row, tokens)
+        self.cached[entry] = None
 
     def _forget_old_sessions(self) -> None:
         while len(self.sessions) > MAX_SESSION_RECORDS:
@@ -392,11 +474,12 @@ class Scheduler:
             if session.ended:
                 del self.sessions[request.session_id]
             elif park and request.kv_len:
-                session.parked = self.cache.park(row, request.kv_len)
-                session.tokens = np.asarray(request.tokens()[: request.kv_len], dtype=np.int64)
-                self.parked_tokens += request.kv_len
+                self._park(session, row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
                 self.sessions.move_to_end(request.session_id)
                 self._note_peak()
+        elif park and self.prefix_cache and request.kv_len:
+            self._cache_anonymous(row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
+            self._note_peak()
         last = len(self.rows) - 1
         if row != last:
             self.cache.move_row(last, row, self.rows[last].kv_len)

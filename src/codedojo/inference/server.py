@@ -1,22 +1,30 @@
-"""`codedojo serve`: a `LocalEngine` behind HTTP, speaking what agent loops and RL frameworks speak.
+"""`codedojo serve`: a `LocalEngine` behind HTTP, speaking what agent loops, OpenAI clients and RL
+frameworks speak.
 
 Routes:
-- POST /generate: SGLang's native API. input_ids or text, sampling_params, return_logprob -> text,
-  output_ids, meta_info (finish_reason, prompt/completion/cached tokens, weight_version, and
-  output_token_logprobs as [logprob, token_id, null] triples).
-- POST /v1/chat/completions: OpenAI chat. Each choice also carries `token_ids`, the response carries
-  `prompt_token_ids`, and `logprobs.content` is filled when `logprobs: true`.
-- GET /v1/models, GET /health ({"status": "ok", "weight_version": n}), GET /stats (engine counters and
-  the ids of the sessions holding KV).
-- POST /update_weights_from_disk {"model_path": folder}: load safetensors (SGLang's route name), bump
-  weight_version.
-- POST /end_session (alias /close_session) {"session_id": id}: free a session's KV.
+- POST /generate: SGLang's native API. input_ids or text, sampling_params, return_logprob,
+  top_logprobs_num -> text (stop strings trimmed unless `no_stop_trim`), output_ids (every sampled token),
+  meta_info (finish_reason, prompt/completion/cached tokens, weight_version as a string,
+  output_token_logprobs as [logprob, token_id, null] triples, output_top_logprobs).
+- POST /v1/chat/completions: OpenAI chat (`codedojo.inference.openai_chat`: tools, streaming, n,
+  top_logprobs). GET /v1/models, GET /v1/models/{id}.
+- SGLang's admin surface, with SGLang's response shapes: GET /health_generate, /get_model_info
+  (/model_info), /get_server_info (/server_info), /get_weight_version, /v1/loads; POST /flush_cache,
+  /abort_request, /pause_generation, /continue_generation, /update_weights_from_disk.
+- codedojo's own: GET /health ({"status": "ok", "weight_version"}), GET /stats (engine counters, the
+  sessions holding KV, HTTP status counts), POST /end_session (alias /close_session).
 
 The session id travels in the `X-Session-ID` header (vLLM's router key), `X-SMG-Routing-Key` (SGLang's
-router key with consistent hashing) or a `session_id` body field. Errors are
-`{"error": {"type", "message"}}` with the status code of the `InferenceError` class.
+router key with consistent hashing) or a `session_id` body field; without one, the engine's prefix cache
+still reuses any KV it holds for the prompt's prefix.
 
-Stop strings are not trimmed from the text: tokens are the truth in RL, and the text is their decoding.
+Every error, unknown routes included, is OpenAI-shaped JSON: `{"error": {"message", "type", "param",
+"code"}}`, `type` OpenAI's category ("invalid_request_error" for 4xx, "server_error" for 5xx), `code` the
+`InferenceError` class name (`context_length_exceeded`, `model_not_found`, ...), which `HTTPEngine` maps
+back to the same exception. A client that disconnects cancels its request.
+
+Weight versions are strings, as in SGLang: the engine's counter ("0", "1", ...) unless an update named
+its own (`update_weights_from_disk` with `weight_version`).
 """
 
 from __future__ import annotations
@@ -24,15 +32,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from codedojo.inference.engine import LocalEngine
-from codedojo.inference.errors import InferenceError, InvalidRequestError
+import codedojo
+from codedojo.inference.engine import PAUSE_MODES, LocalEngine
+from codedojo.inference.errors import InferenceError, InvalidRequestError, ModelNotFoundError, RouteNotFoundError
+from codedojo.inference.openai_chat import ChatCompletions, TokenText, trim_stop
 from codedojo.inference.protocol import Completion, SamplingParams
-from codedojo.inference.wire import openai_chat_to_params, sglang_to_params
+from codedojo.inference.wire import sglang_to_params
 
 SESSION_HEADERS = ("X-Session-ID", "X-SMG-Routing-Key")
 GENERATE_KEYS = {
@@ -46,29 +59,35 @@ GENERATE_KEYS = {
     "stream",
     "session_id",
     "return_text_in_logprobs",
+    "custom_params",
+    "return_routed_experts",
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def error_body(error: InferenceError) -> dict[str, Any]:
+    kind = "invalid_request_error" if error.http_status < 500 else "server_error"
+    return {"error": {"message": str(error), "type": kind, "param": error.param, "code": error.type_name}}
+
+
 def error_response(error: InferenceError) -> web.Response:
-    body = {"error": {"type": error.type_name, "message": str(error)}}
-    return web.json_response(body, status=error.http_status)
+    return web.json_response(error_body(error), status=error.http_status)
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except InferenceError as error:
-        return error_response(error)
-    except web.HTTPException:
-        raise
-    except Exception as error:  # a bug: report it instead of a bare 500 page
-        return error_response(InferenceError(f"{type(error).__name__}: {error}"))
+def _session_id(request: web.Request, body: dict[str, Any]) -> str | None:
+    for header in SESSION_HEADERS:
+        if request.headers.get(header):
+            return request.headers[header]
+    value = body.get("session_id")
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequestError(f"session_id must be a string, got {value!r}", param="session_id")
+    return value
 
 
-async def _json(request: web.Request) -> dict[str, Any]:
+async def _json(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    if optional and not await request.read():
+        return {}
     try:
         body = await request.json()
     except ValueError as error:
@@ -78,16 +97,6 @@ async def _json(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _session_id(request: web.Request, body: dict[str, Any]) -> str | None:
-    for header in SESSION_HEADERS:
-        if request.headers.get(header):
-            return request.headers[header]
-    value = body.get("session_id")
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequestError(f"session_id must be a string, got {value!r}")
-    return value
-
-
 class InferenceServer:
     """Routes for one engine. `model_name` is what /v1/models and responses report."""
 
@@ -95,14 +104,34 @@ class InferenceServer:
         self.engine = engine
         self.model_name = model_name
         self.tokenizer = engine.tokenizer
+        self.tokens = TokenText(engine.tokenizer)
+        self.version_names: dict[int, str] = {}
+        self.statuses: Counter[int] = Counter()
+        self.started = time.time()
+        self.chat_api = ChatCompletions(engine, model_name=model_name, version_label=self.version_label)
+
+    def version_label(self, version: int) -> str:
+        return self.version_names.get(version, str(version))
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=64 << 20)
+        app = web.Application(middlewares=[self._errors], client_max_size=64 << 20)
         app.add_routes(
             [
                 web.get("/health", self.health),
+                web.get("/health_generate", self.health_generate),
                 web.get("/stats", self.stats),
                 web.get("/v1/models", self.models),
+                web.get("/v1/models/{model:.+}", self.model),
+                web.get("/get_model_info", self.model_info),
+                web.get("/model_info", self.model_info),
+                web.get("/get_server_info", self.server_info),
+                web.get("/server_info", self.server_info),
+                web.get("/get_weight_version", self.weight_version),
+                web.get("/v1/loads", self.loads),
+                web.route("*", "/flush_cache", self.flush_cache),
+                web.post("/abort_request", self.abort_request),
+                web.post("/pause_generation", self.pause_generation),
+                web.post("/continue_generation", self.continue_generation),
                 web.post("/generate", self.generate),
                 web.post("/v1/chat/completions", self.chat),
                 web.post("/update_weights_from_disk", self.update_weights),
@@ -112,31 +141,184 @@ class InferenceServer:
         )
         return app
 
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except InferenceError as error:
+            response = error_response(error)
+        except web.HTTPException as error:
+            if error.status < 400:
+                raise
+            if error.status in (404, 405):
+                error = RouteNotFoundError(f"no route {request.method} {request.path} on this server "
+                                           f"({error.reason})")
+                response = web.json_response(error_body(error), status=404)
+            else:
+                response = web.json_response(error_body(InvalidRequestError(error.reason)), status=error.status)
+        except Exception as error:  # a bug: report it instead of a bare 500 page
+            response = error_response(InferenceError(f"{type(error).__name__}: {error}"))
+        self.statuses[response.status] += 1
+        return response
+
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "weight_version": self.engine.weight_version})
+        return web.json_response({"status": "ok", "weight_version": self.version_label(self.engine.weight_version)})
+
+    async def health_generate(self, request: web.Request) -> web.Response:
+        """SGLang's deep health check: generate one token; 200 with an empty body."""
+        await self.engine.generate([0], SamplingParams(temperature=0.0, max_new_tokens=1))
+        return web.Response(status=200)
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response(await self.engine.stats())
+        stats = await self.engine.stats()
+        stats["http_status_counts"] = {str(k): v for k, v in sorted(self.statuses.items())}
+        return web.json_response(stats)
+
+    def _model_card(self) -> dict[str, Any]:
+        return {"id": self.model_name, "object": "model", "created": int(self.started), "owned_by": "codedojo",
+                "root": self.model_name, "max_model_len": self.engine.max_context}
 
     async def models(self, request: web.Request) -> web.Response:
-        entry = {"id": self.model_name, "object": "model", "owned_by": "codedojo"}
-        entry["max_model_len"] = self.engine.max_context
-        return web.json_response({"object": "list", "data": [entry]})
+        return web.json_response({"object": "list", "data": [self._model_card()]})
+
+    async def model(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        if name != self.model_name:
+            raise ModelNotFoundError(f"The model {name!r} does not exist; this server serves {self.model_name!r}",
+                                     param="model")
+        return web.json_response(self._model_card())
+
+    # ----- SGLang's admin routes --------------------------------------------------------------
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        return web.json_response({
+            "model_path": self.model_name,
+            "tokenizer_path": self.model_name,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": self.version_label(self.engine.weight_version),
+        })
+
+    async def weight_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"weight_version": self.version_label(self.engine.weight_version)})
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        """SGLang's server args (the ones with a meaning here), scheduler info and internal states."""
+        stats = await self.engine.stats()
+        return web.json_response({
+            "model_path": self.model_name,
+            "tokenizer_path": self.model_name,
+            "served_model_name": self.model_name,
+            "context_length": self.engine.max_context,
+            "tp_size": 1,
+            "pp_size": 1,
+            "dp_size": 1,
+            "ep_size": 1,
+            "num_gpus": 1 if self.engine.model.device.type == "cuda" else 0,
+            "device": self.engine.model.device.type,
+            "dtype": str(self.engine.model.dtype).removeprefix("torch."),
+            "disaggregation_mode": "null",
+            "disable_radix_cache": not stats["prefix_cache"],
+            "max_running_requests": self.engine.scheduler.max_running,
+            "chunked_prefill_size": self.engine.scheduler.max_step_tokens,
+            "max_total_num_tokens": self.engine.kv_budget_tokens,
+            "weight_version": self.version_label(self.engine.weight_version),
+            "internal_states": [self._internal_state(stats)],
+            "version": f"codedojo {codedojo.__version__}",
+        })
+
+    def _internal_state(self, stats: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "num_running_reqs": stats["running"],
+            "num_waiting_reqs": stats["waiting"],
+            "cache_hit_rate": stats["cached_tokens"] / stats["prompt_tokens"] if stats["prompt_tokens"] else 0.0,
+            "paused": stats["paused"],
+        }
+
+    async def loads(self, request: web.Request) -> web.Response:
+        """SGLang's /v1/loads: one dp rank's load, and the aggregate over ranks (here the same one)."""
+        stats = await self.engine.stats()
+        used = stats["kv_allocated_tokens"] + stats["parked_tokens"]
+        total = stats["kv_budget_tokens"]
+        load = {
+            "dp_rank": 0,
+            "num_running_reqs": stats["running"],
+            "num_waiting_reqs": stats["waiting"],
+            "num_used_tokens": used,
+            "num_total_tokens": used,
+            "max_total_num_tokens": total,
+            "token_usage": round(used / total, 4) if total else 0.0,
+            "gen_throughput": 0.0,
+            "cache_hit_rate": round(self._internal_state(stats)["cache_hit_rate"], 4),
+            "utilization": round(stats["running"] / self.engine.scheduler.max_running, 4),
+            "max_running_requests": self.engine.scheduler.max_running,
+        }
+        load["num_total_reqs"] = load["num_running_reqs"] + load["num_waiting_reqs"]
+        aggregate = {
+            "total_running_reqs": load["num_running_reqs"],
+            "total_waiting_reqs": load["num_waiting_reqs"],
+            "total_reqs": load["num_total_reqs"],
+            "total_used_tokens": used,
+            "total_tokens": load["num_total_tokens"],
+            "avg_token_usage": load["token_usage"],
+            "avg_throughput": 0.0,
+            "avg_utilization": load["utilization"],
+        }
+        return web.json_response({
+            "timestamp": datetime.now(UTC).isoformat(),
+            "version": "codedojo",
+            "dp_rank_count": 1,
+            "loads": [load],
+            "aggregate": aggregate,
+        })
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        """SGLang's answer: plain text, 200, or 400 while requests run (nothing is flushed then)."""
+        if await self.engine.flush_cache():
+            return web.Response(text="Cache flushed.\n")
+        return web.Response(status=400, text="Cache not flushed: requests are running or waiting.\n")
+
+    async def abort_request(self, request: web.Request) -> web.Response:
+        body = await _json(request, optional=True)
+        rid = body.get("rid")
+        if not body.get("abort_all") and not (isinstance(rid, str) and rid):
+            raise InvalidRequestError("abort_request needs a rid (a string) or abort_all: true", param="rid")
+        await self.engine.abort(rid=None if body.get("abort_all") else rid)
+        return web.Response(status=200)
+
+    async def pause_generation(self, request: web.Request) -> web.Response:
+        body = await _json(request, optional=True)
+        mode = body.get("mode", "abort")
+        if mode not in PAUSE_MODES:
+            raise InvalidRequestError(f"mode must be one of {list(PAUSE_MODES)}, got {mode!r}", param="mode")
+        await self.engine.pause(mode=mode)
+        return web.json_response({"message": "Generation paused successfully.", "status": "ok"})
+
+    async def continue_generation(self, request: web.Request) -> web.Response:
+        await self.engine.resume()
+        return web.json_response({"message": "Generation continued successfully.", "status": "ok"})
 
     async def update_weights(self, request: web.Request) -> web.Response:
         body = await _json(request)
         path = body.get("model_path")
         if not isinstance(path, str):
-            raise InvalidRequestError("update_weights_from_disk needs model_path (a folder of safetensors)")
+            raise InvalidRequestError("update_weights_from_disk needs model_path (a folder of safetensors)",
+                                      param="model_path")
+        label = body.get("weight_version")
+        if label is not None and not isinstance(label, str):
+            raise InvalidRequestError(f"weight_version must be a string, got {label!r}", param="weight_version")
         abort = bool(body.get("abort_all_requests", False))
         version = await self.engine.load_weights_from_disk(path, abort_running=abort)
-        return web.json_response({"success": True, "message": f"loaded {path}", "weight_version": version})
+        if label is not None:
+            self.version_names[version] = label
+        return web.json_response({"success": True, "message": f"loaded {path}", "num_paused_requests": 0,
+                                  "weight_version": self.version_label(version)})
 
     async def end_session(self, request: web.Request) -> web.Response:
         body = await _json(request)
         session_id = body.get("session_id")
         if not isinstance(session_id, str):
-            raise InvalidRequestError("end_session needs session_id (a string)")
+            raise InvalidRequestError("end_session needs session_id (a string)", param="session_id")
         await self.engine.end_session(session_id)
         return web.json_response({"success": True})
 
@@ -148,26 +330,39 @@ class InferenceServer:
         if unknown:
             raise InvalidRequestError(f"unknown /generate keys: {unknown}")
         if body.get("stream"):
-            raise InvalidRequestError("streaming is not supported")
-        if body.get("logprob_start_len", -1) != -1 or body.get("top_logprobs_num", 0):
-            raise InvalidRequestError("only output-token logprobs are supported (logprob_start_len=-1, top 0)")
+            raise InvalidRequestError("/generate does not stream (use /v1/chat/completions with stream: true)",
+                                      param="stream")
+        if body.get("logprob_start_len", -1) != -1:
+            raise InvalidRequestError("only output-token logprobs are supported (logprob_start_len=-1)",
+                                      param="logprob_start_len")
+        if body.get("return_routed_experts"):
+            raise InvalidRequestError("return_routed_experts: this dense model has no experts",
+                                      param="return_routed_experts")
+        if not isinstance(body.get("custom_params") or {}, dict):
+            raise InvalidRequestError("custom_params must be an object", param="custom_params")
         sampling = body.get("sampling_params") or {}
         params = sglang_to_params(sampling)
+        top = body.get("top_logprobs_num") or 0
+        if top:
+            params = replace(params, top_logprobs=top)
         prompts, batched = self._prompts(body)
         session_id = _session_id(request, body)
         if batched and session_id is not None:
-            raise InvalidRequestError("a batched /generate cannot carry one session id")
+            raise InvalidRequestError("a batched /generate cannot carry one session id", param="session_id")
         started = time.perf_counter()
-        results = await asyncio.gather(
-            *[self.engine.generate(ids, params, session_id=session_id) for ids in prompts]
-        )
-        skip_special = bool(sampling.get("skip_special_tokens", True))
         rid = body.get("rid") or uuid.uuid4().hex
-        outputs = [
-            self._generate_output(r, params, rid=rid, logprobs=bool(body.get("return_logprob")),
-                                  skip_special=skip_special, started=started)
-            for r in results
-        ]
+        rids = rid if isinstance(rid, list) else [rid if len(prompts) == 1 else f"{rid}-{i}" for i in
+                                                  range(len(prompts))]
+        if len(rids) != len(prompts) or not all(isinstance(r, str) for r in rids):
+            raise InvalidRequestError("rid must be a string, or a list of strings, one per prompt", param="rid")
+        results = await asyncio.gather(
+            *[self.engine.generate(ids, params, session_id=session_id, rid=r) for ids, r in zip(prompts, rids,
+                                                                                              strict=True)]
+        )
+        options = {"logprobs": bool(body.get("return_logprob")), "top": bool(top),
+                   "skip_special": bool(sampling.get("skip_special_tokens", True)),
+                   "trim": not sampling.get("no_stop_trim", False), "started": started}
+        outputs = [self._generate_output(res, params, rid=r, **options) for res, r in zip(results, rids, strict=True)]
         return web.json_response(outputs if batched else outputs[0])
 
     def _prompts(self, body: dict[str, Any]) -> tuple[list[list[int]], bool]:
@@ -179,39 +374,44 @@ class InferenceServer:
                 return ids, True
             if isinstance(ids, list) and all(isinstance(x, int) for x in ids):
                 return [ids], False
-            raise InvalidRequestError("input_ids must be a list of ints or a list of such lists")
+            raise InvalidRequestError("input_ids must be a list of ints or a list of such lists", param="input_ids")
         text = body["text"]
         if isinstance(text, str):
             return [self.tokenizer.encode(text)], False
         if isinstance(text, list) and all(isinstance(t, str) for t in text):
             return [self.tokenizer.encode(t) for t in text], True
-        raise InvalidRequestError("text must be a string or a list of strings")
+        raise InvalidRequestError("text must be a string or a list of strings", param="text")
 
     def _generate_output(
-        self, result: Completion, params: SamplingParams, *, rid: str, logprobs: bool, skip_special: bool,
-        started: float,
+        self, result: Completion, params: SamplingParams, *, rid: str, logprobs: bool, top: bool,
+        skip_special: bool, trim: bool, started: float,
     ) -> dict[str, Any]:
         text = self.tokenizer.decode(list(result.token_ids), skip_special_tokens=skip_special)
+        finish = self._finish_reason(result, params)
+        if trim and finish.get("type") == "stop" and isinstance(finish.get("matched"), str):
+            text, _ = trim_stop(text, params.stop)
         meta: dict[str, Any] = {
             "id": rid,
-            "finish_reason": self._finish_reason(result, params),
+            "finish_reason": finish,
             "prompt_tokens": result.prompt_tokens,
             "completion_tokens": len(result.token_ids),
             "cached_tokens": result.cached_tokens,
-            "weight_version": result.weight_version,
+            "weight_version": self.version_label(result.weight_version),
             "e2e_latency": time.perf_counter() - started,
         }
         if logprobs:
             meta["output_token_logprobs"] = [
                 [lp, token, None] for lp, token in zip(result.logprobs, result.token_ids, strict=True)
             ]
+            if top:
+                meta["output_top_logprobs"] = [[[lp, t, None] for t, lp in row] for row in result.top_logprobs]
         return {"text": text, "output_ids": list(result.token_ids), "meta_info": meta}
 
     def _finish_reason(self, result: Completion, params: SamplingParams) -> dict[str, Any]:
         if result.finish_reason == "length":
             return {"type": "length", "length": len(result.token_ids)}
         if result.finish_reason == "abort":
-            return {"type": "abort", "message": "aborted (cancelled or interrupted by a weight update)"}
+            return {"type": "abort", "message": "aborted (cancelled, /abort_request, or a weight update)"}
         if params.stop:
             tail = self.tokenizer.decode(list(result.token_ids[-64:]), skip_special_tokens=False)
             for stop in params.stop:
@@ -221,61 +421,18 @@ class InferenceServer:
 
     # ----- OpenAI /v1/chat/completions --------------------------------------------------------------
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await _json(request)
-        params = openai_chat_to_params(body)
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise InvalidRequestError("messages must be a non-empty list")
-        kwargs = body.get("chat_template_kwargs") or {}
-        try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True, **kwargs
-            )
-        except Exception as error:
-            raise InvalidRequestError(f"cannot render messages with the chat template: {error}") from error
-        prompt = self.tokenizer.encode(text, add_special_tokens=False)
-        result = await self.engine.generate(prompt, params, session_id=_session_id(request, body))
-        content = self.tokenizer.decode(list(result.token_ids), skip_special_tokens=True)
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": content},
-            "finish_reason": result.finish_reason,
-            "token_ids": list(result.token_ids),
-            "logprobs": None,
-        }
-        if body.get("logprobs"):
-            pieces = [self.tokenizer.decode([t], skip_special_tokens=False) for t in result.token_ids]
-            choice["logprobs"] = {
-                "content": [
-                    {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
-                    for piece, lp in zip(pieces, result.logprobs, strict=True)
-                ]
-            }
-        usage = {
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": len(result.token_ids),
-            "total_tokens": result.prompt_tokens + len(result.token_ids),
-            "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
-        }
-        return web.json_response(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model_name,
-                "choices": [choice],
-                "prompt_token_ids": prompt,
-                "usage": usage,
-                "weight_version": result.weight_version,
-            }
-        )
+        chat = self.chat_api.parse(body, session_id=_session_id(request, body))
+        return await self.chat_api.respond(request, chat)
 
 
 async def serve(engine: LocalEngine, *, model_name: str, host: str, port: int,
                 ready: Callable[[str], None] | None = None) -> None:
     """Run until cancelled; `ready(url)` is called once the socket listens (port 0 picks a free one)."""
-    runner = web.AppRunner(InferenceServer(engine, model_name=model_name).app(), access_log=None)
+    # handler_cancellation: a client that disconnects cancels its handler, and so its generation.
+    runner = web.AppRunner(InferenceServer(engine, model_name=model_name).app(), access_log=None,
+                           handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -25,6 +25,8 @@ NEUTRAL_SGLANG = {
     "json_schema": None,
     "regex": None,
     "ebnf": None,
+    # SGLang's MoE routing replay: there are no experts to report in a dense model.
+    "return_routed_experts": False,
 }
 # Keys that only shape the returned text, which we accept as they are.
 TEXT_ONLY_SGLANG = ("skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
@@ -51,11 +53,15 @@ def sglang_to_params(sampling: Mapping[str, Any]) -> SamplingParams:
     if not isinstance(sampling, Mapping):
         raise InvalidRequestError(f"sampling_params must be an object, got {sampling!r}")
     known = {"temperature", "top_p", "top_k", "max_new_tokens", "stop", "stop_token_ids", "ignore_eos"}
-    known |= {"seed", "sampling_seed", *NEUTRAL_SGLANG, *TEXT_ONLY_SGLANG}
+    known |= {"seed", "sampling_seed", "custom_params", *NEUTRAL_SGLANG, *TEXT_ONLY_SGLANG}
     unknown = sorted(set(sampling) - known)
     if unknown:
         raise InvalidRequestError(f"unknown sampling_params keys: {unknown}")
     _check_neutral(sampling, NEUTRAL_SGLANG, where="sampling_params")
+    # SGLang hands custom_params only to a request's custom logit processor; without one (codedojo has
+    # none) they change nothing, so any object is accepted.
+    if not isinstance(sampling.get("custom_params") or {}, Mapping):
+        raise InvalidRequestError(f"sampling_params.custom_params must be an object, got {sampling['custom_params']!r}")
     top_k = sampling.get("top_k", 0)
     seed = sampling.get("sampling_seed", sampling.get("seed"))
     try:
@@ -95,15 +101,12 @@ def params_to_sglang(params: SamplingParams) -> dict[str, Any]:
 
 
 NEUTRAL_OPENAI = {
-    "n": 1,
-    "stream": False,
     "frequency_penalty": 0.0,
     "presence_penalty": 0.0,
-    "top_logprobs": 0,
-    "tools": None,
-    "tool_choice": None,
-    "response_format": None,
+    "logit_bias": None,
 }
+# Keys the chat route reads itself (codedojo.inference.openai_chat): choices, streaming, tools.
+OPENAI_CHAT_ROUTE_KEYS = {"n", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls"}
 OPENAI_CHAT_KEYS = {
     "model",
     "messages",
@@ -120,7 +123,10 @@ OPENAI_CHAT_KEYS = {
     "user",
     "session_id",
     "chat_template_kwargs",
+    "top_logprobs",
+    "response_format",
     *NEUTRAL_OPENAI,
+    *OPENAI_CHAT_ROUTE_KEYS,
 }
 
 
@@ -130,6 +136,12 @@ def openai_chat_to_params(body: Mapping[str, Any]) -> SamplingParams:
     if unknown:
         raise InvalidRequestError(f"unknown chat completion keys: {unknown}")
     _check_neutral(body, NEUTRAL_OPENAI, where="body")
+    response_format = body.get("response_format")
+    if response_format not in (None, {"type": "text"}):
+        raise InvalidRequestError(
+            f"response_format={response_format!r} is not supported (only text: the engine does not constrain "
+            "decoding to JSON)"
+        )
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     top_k = body.get("top_k", 0)
     try:
@@ -142,6 +154,7 @@ def openai_chat_to_params(body: Mapping[str, Any]) -> SamplingParams:
             stop_token_ids=_as_tuple(body.get("stop_token_ids"), key="stop_token_ids", kind=int),
             ignore_eos=bool(body.get("ignore_eos", False)),
             seed=body.get("seed"),
+            top_logprobs=body.get("top_logprobs") or 0,
         )
     except (TypeError, ValueError) as error:
         if isinstance(error, InvalidRequestError):
