@@ -26,7 +26,13 @@ def _fake_run(run_dir: Path) -> None:
                                     "error": None, "messages": [{"role": "user", "content": f"fix bug {i} <b>"},
                                                                 {"role": "assistant", "content": "```bash\nls\n```"}]})
                         + "\n")
-    records.append({"step": 3, "kind": "eval", "eval/held-out/pass@1": 0.25})
+    records.insert(0, {"step": 0, "kind": "eval", "eval/held-out/pass@1": 0.1, "eval/held-out/pass@1_stderr": 0.05})
+    records.append({"step": 3, "kind": "eval", "eval/held-out/pass@1": 0.25, "eval/held-out/pass@1_stderr": 0.1})
+    (run_dir / "learning.json").write_text(json.dumps({
+        "train_reward": [0.1, 0.2, 0.3], "mixed_group_frac": [0.5, 0.5, 1.0],
+        "eval": {"held-out": {"before": {"step": 0, "pass@1": 0.1, "stderr": 0.05},
+                              "after": {"step": 3, "pass@1": 0.25, "stderr": 0.1},
+                              "gain": {"mean": 0.15, "stderr": 0.04, "tasks": 8}}}}))
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (run_dir / "config.json").write_text(json.dumps({"training_run_id": "run-x", "model": "tiny", "tasks": 2,
                                                      "derived": {"clip bounds": "[0.8, 1.28]"}}))
@@ -52,6 +58,8 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert '<span id="episode-count">6</span>' in dom
     assert "fix bug 0 &lt;b&gt;" in dom  # message text is escaped, not injected
     assert dom.count("<svg") >= 5 and "eval pass@1" in dom
+    assert dom.count('class="errorbar"') == 2  # one per evaluation, from pass@1_stderr
+    assert "gain +0.150 +- 0.040 (paired over 8 tasks)" in dom
 
 
 def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:

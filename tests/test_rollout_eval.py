@@ -136,3 +136,22 @@ def test_eval_budgets_follow_the_profile_unless_given() -> None:
     standard = episode_budgets("standard", max_steps=None, max_new_tokens=512, max_context_tokens=None)
     assert standard == {"max_steps": 75, "max_new_tokens": 512, "max_context_tokens": 32768,
                         "max_output_chars": 10000}
+
+
+def test_the_paired_standard_error_matches_a_hand_computation() -> None:
+    from codedojo.agent.evaluation import EvalReport, TaskScore, paired_difference
+
+    def report(solved: dict[str, int]) -> EvalReport:
+        return EvalReport(tasks=[TaskScore(task=t, samples=4, solved=c, mean_reward=c / 4, statuses={})
+                                 for t, c in solved.items()], n=4, statuses={}, wall_sec=0.0)
+
+    before = report({"a": 0, "b": 1, "c": 2, "d": 0})
+    after = report({"a": 2, "b": 1, "c": 4, "d": 1, "e": 4})  # "e" has no before: left out
+    diff = paired_difference(before, after)
+    # per-task differences 0.5, 0, 0.5, 0.25: mean 0.3125; sample std sqrt(0.0572917) = 0.239357; / sqrt(4)
+    assert diff.tasks == 4
+    assert diff.mean == pytest.approx(0.3125)
+    assert diff.stderr == pytest.approx(0.239357 / 2, rel=1e-5)
+    with pytest.raises(ValueError, match="share no task"):
+        paired_difference(report({"x": 1}), report({"y": 1}))
+

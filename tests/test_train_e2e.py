@@ -102,6 +102,15 @@ def test_a_run_trains_every_parameter_and_writes_everything(trained: tuple[Path,
         assert 0 < r["rollout/reward_mean"] < 1 and r["rollout/groups_trained"] == 2
         assert r["train/train_rollout_logprob_abs_diff"] > 0  # scripted logprobs are not the model's
     assert evals[0]["eval/held-out/tasks"] == 2 and evals[0]["eval/held-out/pass@1"] is not None
+    # half the scripted episodes solve their task: most groups have mixed rewards
+    assert all(0 < r["rollout/mixed_group_frac"] <= 1 for r in train)
+    learning = json.loads((run.run_dir / "learning.json").read_text())
+    assert learning == run.summary["learning"]
+    assert learning["train_reward"] == [r["rollout/reward_mean"] for r in train]
+    held = learning["eval"]["held-out"]
+    assert (held["before"]["step"], held["after"]["step"]) == (1, 2) and held["gain"]["tasks"] == 2
+    assert held["gain"]["mean"] == pytest.approx(held["after"]["pass@1"] - held["before"]["pass@1"])
+    assert evals[1]["eval/held-out/gain"] == pytest.approx(held["gain"]["mean"])
 
     initial = TinyModel(seed=7).load().state_dict
     final = load_file(str(run.run_dir / "final" / "model.safetensors"))

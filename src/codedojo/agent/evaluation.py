@@ -75,6 +75,31 @@ class EvalReport:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class PairedDifference:
+    """after - before of per-task pass@1 over the tasks both reports scored."""
+
+    mean: float
+    stderr: float | None
+    """Standard error of the mean difference (sample std of the per-task differences / sqrt(tasks));
+    None with fewer than two tasks. Pairing removes the spread of task difficulty from the error."""
+    tasks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stderr": self.stderr, "tasks": self.tasks}
+
+
+def paired_difference(before: EvalReport, after: EvalReport) -> PairedDifference:
+    """Per-task pass@1 of `after` minus `before`, paired by task name."""
+    first = {t.task: v for t in before.tasks if (v := t.pass_at(1)) is not None}
+    second = {t.task: v for t in after.tasks if (v := t.pass_at(1)) is not None}
+    diffs = [second[name] - first[name] for name in sorted(first.keys() & second.keys())]
+    if not diffs:
+        raise ValueError("the two evaluations share no task with a valid sample")
+    stderr = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
+    return PairedDifference(mean=statistics.fmean(diffs), stderr=stderr, tasks=len(diffs))
+
+
 def score(episodes: Sequence[Episode], *, tasks: Sequence[Task], n: int, wall_sec: float) -> EvalReport:
     by_task: dict[int, list[Episode]] = {i: [] for i in range(len(tasks))}
     for episode in episodes:

@@ -18,6 +18,7 @@ CHARTS = (
     ("sft/loss", "supervised loss"),
     ("rollout/reward_mean", "train reward (mean over valid episodes)"),
     ("rollout/solved_frac", "solved fraction"),
+    ("rollout/mixed_group_frac", "groups with mixed rewards (GRPO's signal)"),
     ("train/loss", "policy loss"),
     ("train/train_rollout_logprob_abs_diff", "trainer vs sampler |logprob diff|"),
     ("rollout/turns_mean", "turns per episode"),
@@ -26,11 +27,16 @@ CHARTS = (
 
 
 def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], *, width: int = 460,
-               height: int = 220) -> str:
+               height: int = 220, errors: dict[str, dict[float, float]] | None = None) -> str:
+    """A line chart; `errors` (series -> x -> half-height) draws error bars."""
     points = [p for values in series.values() for p in values]
     if not points:
         return ""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    errors = errors or {}
+    spans = [(y - e, y + e) for name, values in series.items() for x, y in values
+             if (e := errors.get(name, {}).get(x))]
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points] + [y for span in spans for y in span]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(ys), max(ys)
     if y1 == y0:
@@ -57,10 +63,35 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], *, widt
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(values))
         parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
         parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in values]
+        for x, y in values:
+            if err := errors.get(name, {}).get(x):
+                parts.append(f'<line class="errorbar" x1="{sx(x):.1f}" y1="{sy(y - err):.1f}" x2="{sx(x):.1f}" '
+                             f'y2="{sy(y + err):.1f}" stroke="{color}" stroke-width="1.5"/>')
         parts.append(f'<text x="{width - pad}" y="{16 + 14 * i}" class="legend" fill="{color}" '
                      f'text-anchor="end">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def learning_lines(summary: dict[str, Any]) -> list[str]:
+    """The end-of-run summary of `LocalTrainer._learning_summary` as printable lines."""
+
+    def num(x: float | None, sign: bool = False) -> str:
+        return "-" if x is None else (f"{x:+.3f}" if sign else f"{x:.3f}")
+
+    lines = []
+    for name, entry in summary["eval"].items():
+        before, after = entry["before"], entry["after"]
+        line = (f"held-out {name}: pass@1 {num(before['pass@1'])} +- {num(before['stderr'])} (step {before['step']})"
+                f" -> {num(after['pass@1'])} +- {num(after['stderr'])} (step {after['step']})")
+        if "gain" in entry:
+            gain = entry["gain"]
+            line += f"; gain {num(gain['mean'], True)} +- {num(gain['stderr'])} (paired over {gain['tasks']} tasks)"
+        lines.append(line)
+    if summary["train_reward"]:
+        lines.append("training reward per step: " + " ".join(f"{r:.3f}" for r in summary["train_reward"]))
+        lines.append("groups with mixed rewards per step: " + " ".join(f"{m:.2f}" for m in summary["mixed_group_frac"]))
+    return lines
 
 
 def _series(records: list[dict[str, Any]], key: str, kind: str) -> list[tuple[float, float]]:
@@ -89,12 +120,18 @@ def write_report(run_dir: Path, *, out: Path | None = None) -> Path:
     charts = [_svg_chart(title, {key: _series(records, key, "train")}) for key, title in CHARTS]
     eval_keys = sorted({k for r in records if r.get("kind") == "eval" for k in r if k.endswith("/pass@1")})
     if eval_keys:
-        charts.insert(0, _svg_chart("eval pass@1", {k.split("/")[1]: _series(records, k, "eval") for k in eval_keys}))
+        errors = {k.split("/")[1]: dict(_series(records, k + "_stderr", "eval")) for k in eval_keys}
+        charts.insert(0, _svg_chart("eval pass@1 (bars: +- one standard error over tasks)",
+                                    {k.split("/")[1]: _series(records, k, "eval") for k in eval_keys}, errors=errors))
     episodes = load_episodes(run_dir)
     derived = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>"
                       for k, v in (config.get("derived") or {}).items())
     summary = _summary_rows(records)
-    page = _PAGE.format(
+    learning = ""
+    if (run_dir / "learning.json").is_file():
+        lines = learning_lines(json.loads((run_dir / "learning.json").read_text()))
+        learning = "<h2>What it learned</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
+    page = _PAGE.format(learning=learning,
         title=html.escape(f"codedojo run {config.get('training_run_id', run_dir.name)}"),
         model=html.escape(str(config.get("model", "?"))), tasks=config.get("tasks", "?"),
         derived=derived, summary=summary, charts="".join(c for c in charts if c) or "<p>No metrics yet.</p>",
@@ -135,6 +172,7 @@ pre {{ white-space: pre-wrap; background: #f7fafc; padding: 8px; border-left: 3p
 <h1>{title}</h1>
 <p>model {model}; {tasks} training tasks</p>
 <ul>{derived}</ul>
+{learning}
 <h2>Curves</h2><div class="charts">{charts}</div>
 <h2>Steps</h2><table><tr><th>step</th><th>kind</th><th>reward</th><th>solved</th><th>loss</th></tr>{summary}</table>
 <h2>Episodes (<span id="episode-count">{count}</span>)</h2>

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from codedojo.agent.budget import recipe_budget
 from codedojo.agent.engines import profile_for
-from codedojo.agent.evaluation import EvalReport, evaluate
+from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
@@ -38,6 +38,7 @@ from codedojo.train.checkpoint import TrainerState, latest_checkpoint, load_chec
 from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.optim import build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
+from codedojo.train.report import learning_lines
 from codedojo.train.samples import build_batch, slime_sample
 from codedojo.train.step import update
 from codedojo.trial.runner import TrialOptions
@@ -127,6 +128,13 @@ def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str,
     }
     for status, count in statuses.items():
         out[f"rollout/status/{status}"] = count / len(episodes)
+    groups: dict[int, list[float]] = {}
+    for e in valid:
+        if e.reward is not None:
+            groups.setdefault(e.request.group, []).append(e.reward)
+    scored = [r for r in groups.values() if len(r) >= 2]
+    # the groups GRPO learns from: at least two valid members whose rewards differ
+    out["rollout/mixed_group_frac"] = sum(len(set(r)) > 1 for r in scored) / len(scored) if scored else 0.0
     by_status: dict[str, list[float]] = {}
     for e in valid:
         by_status.setdefault(e.status, []).append(e.reward or 0.0)
@@ -154,6 +162,8 @@ class LocalTrainer:
         self.engine_factory = engine_factory
         self.console = console or Console(stderr=True)
         self.profile = profile_for(model)
+        self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
+        """Every evaluation of this process, by eval set (the first is the before-training one)."""
 
     async def _open(self) -> tuple[Policy, Engine, Any, Any]:
         from codedojo.inference.specs import resolve_model
@@ -205,6 +215,7 @@ class LocalTrainer:
                                limits=SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb)),
         )
         last_metrics: dict[str, Any] = {}
+        train_rows: list[dict[str, Any]] = []
         try:
             if start == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
                 with trace.span("eval", step=0):
@@ -240,6 +251,7 @@ class LocalTrainer:
                 self._dump(step, records, prefix="rollout")
                 metrics.write(step, "train", step_metrics, to_tensorboard=to_tensorboard)
                 last_metrics = step_metrics
+                train_rows.append(step_metrics)
                 self._print_step(step, step_metrics)
                 if recipe.eval_interval and self.eval_sets and (step + 1) % recipe.eval_interval == 0:
                     with trace.span("eval", step=step + 1):
@@ -253,6 +265,7 @@ class LocalTrainer:
                 trace.flush()
             final = self.run_dir / "final"
             save_hf_folder(final, policy=policy, hf_config=hf_config, tokenizer=tokenizer)
+            learning = self._learning_summary(train_rows)
         finally:
             metrics.close()
             trace.flush()
@@ -262,7 +275,7 @@ class LocalTrainer:
 
         report = write_report(self.run_dir)
         return {"run_dir": str(self.run_dir), "report": str(report), "final_model": str(self.run_dir / "final"),
-                "last_metrics": last_metrics}
+                "last_metrics": last_metrics, "learning": learning}
 
     def _checkpoint_root(self) -> Path | None:
         if not self.recipe.save:
@@ -300,10 +313,33 @@ class LocalTrainer:
             for status, count in report.statuses.items():
                 results[f"{prefix}/status/{status}"] = float(count)
             self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
+            history = self._evals.setdefault(eval_set.name, [])
+            history.append((step, report))
+            if len(history) > 1:  # the gain since the first evaluation, paired over tasks
+                gain = paired_difference(history[0][1], report)
+                results.update({f"{prefix}/gain": gain.mean, f"{prefix}/gain_stderr": gain.stderr})
             p1 = data["pass@1"]
             self.console.print(f"eval {eval_set.name} at step {step}: pass@1 "
                                f"{'-' if p1 is None else f'{p1:.3f}'} over {len(eval_set.tasks)} tasks")
         metrics.write(step, "eval", results)
+
+    def _learning_summary(self, train_rows: list[dict[str, float]]) -> dict[str, Any]:
+        """What the run learned: each eval set's pass@1 at its first and last evaluation with the paired
+        standard error of the gain, and the training reward and share of mixed groups per step."""
+        out: dict[str, Any] = {"train_reward": [r["rollout/reward_mean"] for r in train_rows],
+                               "mixed_group_frac": [r["rollout/mixed_group_frac"] for r in train_rows], "eval": {}}
+        for name, history in self._evals.items():
+            (first_step, first), (last_step, last) = history[0], history[-1]
+            entry: dict[str, Any] = {
+                "before": {"step": first_step, "pass@1": first.pass_at(1), "stderr": first.stderr_pass_at_1()},
+                "after": {"step": last_step, "pass@1": last.pass_at(1), "stderr": last.stderr_pass_at_1()}}
+            if len(history) > 1:
+                entry["gain"] = paired_difference(first, last).to_dict()
+            out["eval"][name] = entry
+        (self.run_dir / "learning.json").write_text(json.dumps(out, indent=2))
+        for line in learning_lines(out):
+            self.console.print(line)
+        return out
 
     def _write_episodes(self, step: int, episodes: Sequence[Episode]) -> None:
         """Readable episodes of a step (for `codedojo report`): messages, status, reward."""
