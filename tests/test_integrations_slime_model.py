@@ -122,7 +122,7 @@ def test_config_json_is_read_from_a_folder_or_the_hf_cache(tmp_path: Path) -> No
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(hf_config("qwen3-0.6B")))
     assert load_hf_config(str(folder))["model_type"] == "qwen3"
-    with pytest.raises(ModelArgsError, match="no config.json"):
+    with pytest.raises(ModelArgsError, match=r"no config\.json"):
         load_hf_config(str(tmp_path))
     # The hub cache layout huggingface_hub reads offline: models--org--name/{refs/main, snapshots/<rev>/}.
     snapshot = tmp_path / "hub" / "models--Qwen--Qwen3.6-27B" / "snapshots" / ("a" * 40)
@@ -139,5 +139,5 @@ def test_a_repo_id_that_cannot_be_read_is_refused_with_the_fix(tmp_path: Path,
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ModelArgsError, match="cannot read config.json of 'Qwen/Nothing-1B'.*huggingface-cli"):
+    with pytest.raises(ModelArgsError, match=r"cannot read config\.json of 'Qwen/Nothing-1B'.*huggingface-cli"):
         load_hf_config("Qwen/Nothing-1B", cache_dir=str(tmp_path))
