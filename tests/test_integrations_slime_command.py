@@ -5,9 +5,12 @@ skips, and config.launch(backend="slime") as a dry run and as a `ray job submit`
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-import shutil
+import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +26,13 @@ from codedojo.integrations.slime_command import (
     check_recipe,
     render_slime_command,
 )
-from codedojo.integrations.slime_launch import ray_submit_argv
+from codedojo.integrations.slime_launch import ray_executable, ray_submit_argv
+from ray_support import RayHead, ray_head_fixture  # noqa: F401 - the module's Ray head fixture
 from slime_support import DATA, hf_config, offline_hf_cache, recorded_flags, tutorial_recipe
 from tutorials.coding_agent.main import make_recipe
 
 CONVERTED = "/checkpoints/torch_dist/Qwen--Qwen3.6-27B-tp4-pp2"
+STANDIN = Path(__file__).parent / "fixtures" / "slime_standin"
 
 GOLDEN = [
     "--hf-checkpoint", "Qwen/Qwen3.6-27B",
@@ -261,7 +266,7 @@ def test_launch_with_an_address_submits_one_ray_job(tmp_path: Path, monkeypatch:
     submitted: list[list[str]] = []
     run = launch_slime(_config(tmp_path), address="http://head:8265", runner=submitted.append)
     (argv,) = submitted
-    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
+    assert Path(argv[0]).name == "ray" and argv[1:5] == ["job", "submit", "--address", "http://head:8265"]
     assert argv[argv.index("--submission-id") + 1] == run.training_run_id
     assert argv[argv.index("--working-dir") + 1] == str((tmp_path / "run" / "slime").resolve())
     assert "--no-wait" in argv and argv[-3:-1] == ["bash", "-c"]
@@ -269,10 +274,9 @@ def test_launch_with_an_address_submits_one_ray_job(tmp_path: Path, monkeypatch:
     assert run.summary["submitted"] is True
 
 
-def test_a_live_ray_cluster_sees_the_files_and_environment(tmp_path: Path) -> None:
-    address = os.environ.get("CODEDOJO_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS")
-    if not address or shutil.which("ray") is None:
-        pytest.skip("no Ray cluster: set CODEDOJO_RAY_ADDRESS (or RAY_ADDRESS) and install ray to run this")
+def test_a_live_ray_cluster_sees_the_files_and_environment(tmp_path: Path, ray_head: RayHead) -> None:
+    """A real local Ray head (or CODEDOJO_RAY_ADDRESS / RAY_ADDRESS when set, e.g. a real cluster)."""
+    address = os.environ.get("CODEDOJO_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS") or ray_head.address
     command = _render(tutorial_recipe())
     (tmp_path / "extra_config.yaml").write_text(command.files["extra_config.yaml"])
     # The same submission with a probe instead of training, waited for: the job must see the uploaded
@@ -280,8 +284,43 @@ def test_a_live_ray_cluster_sees_the_files_and_environment(tmp_path: Path) -> No
     probe = ("import os, yaml; assert yaml.safe_load(open('extra_config.yaml'))['agentic_max_steps'] == 75; "
              "assert os.environ['ASYNC_RL_REWARD_SHAPE'] == 'binary'")
     argv = ray_submit_argv(address=address, submission_id=f"codedojo-probe-{os.getpid()}", working_dir=tmp_path,
-                           env=command.env, entrypoint=["python3", "-c", probe], wait=True)
+                           env=command.env, entrypoint=[sys.executable, "-c", probe], wait=True,
+                           ray=ray_executable() or "ray")
     subprocess.run(argv, check=True, timeout=600)
+
+
+def test_launch_submits_the_rendered_job_to_a_real_ray_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            ray_head: RayHead) -> None:
+    """launch(backend="slime") against a local head: the tutorial's cluster recipe (smoke layout) runs its
+    conversion step and a stand-in train.py that parses every flag with the recorded parser's names."""
+    from codedojo.integrations.slime_launch import job_logs, job_status
+
+    offline_hf_cache(tmp_path, monkeypatch)
+    monkeypatch.setenv("CODEDOJO_RAY_ADDRESS", ray_head.address)
+    monkeypatch.setenv("SLIME_ROOT", str(STANDIN))
+    recipe = make_recipe(smoke=True, backend="slime", sandbox="local", data_root=Path(DATA)).replace(
+        conversion_dir=str(tmp_path / "torch_dist"))
+    config = TrainConfig(model=Qwen3_6_27B(), dataset=AgentTaskDataset(tmp_path / "train.jsonl"), recipe=recipe,
+                         run_dir=tmp_path / "run")
+    run = config.launch(backend="slime")
+    assert run.summary["submitted"] is True
+    deadline = time.monotonic() + 300  # a bound for a stuck job, not a performance claim
+    while (status := job_status(run.training_run_id, address=ray_head.address)) not in ("SUCCEEDED", "FAILED",
+                                                                                         "STOPPED"):
+        assert time.monotonic() < deadline, f"job still {status}"
+        time.sleep(1)
+    logs = job_logs(run.training_run_id, address=ray_head.address)
+    assert status == "SUCCEEDED", logs
+    converted = tmp_path / "torch_dist" / "Qwen--Qwen3.6-27B-tp1-pp1"
+    assert f"STANDIN-CONVERT Qwen/Qwen3.6-27B -> {converted} world size 1" in logs
+    line = next(line for line in logs.splitlines() if line.startswith("STANDIN-TRAIN "))
+    parsed = json.loads(line.removeprefix("STANDIN-TRAIN "))
+    train = shlex.split(run.summary["command"].split(" && ")[-1])
+    assert parsed["entry"] == "train.py" and parsed["flags"] == sum(t.startswith("--") for t in train) == 77
+    assert parsed["load"] == parsed["ref_load"] == [str(converted)]
+    assert parsed["spec"] == ["slime_plugins.models.qwen3_5", "get_qwen3_5_spec"] and parsed["num_layers"] == ["64"]
+    assert parsed["reward_shape"] == "binary"
+    assert parsed["post_process"] == ["codedojo.integrations.slime_rewards.post_process_rewards"]
 
 
 def test_the_scale_out_doc_says_where_every_recipe_field_goes() -> None:
