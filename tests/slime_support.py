@@ -8,8 +8,10 @@ writes a misspelt field fails here instead of silently on a cluster.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from codedojo.config import Qwen3_6_27B_Recipe, Recipe
@@ -84,6 +86,9 @@ class Sample:
 
     Status = Status  # slime nests the enum in the class: hooks reach it as type(sample).Status
 
+    def get_reward_value(self, args: Any) -> float:
+        return self.reward if not args.reward_key else self.reward[args.reward_key]  # type: ignore[index,return-value]
+
     @property
     def effective_response_length(self) -> int:
         return sum(self.loss_mask) if self.loss_mask is not None else self.response_length
@@ -135,3 +140,38 @@ def tutorial_recipe(**overrides: object) -> Recipe:
         sglang_speculative_eagle_topk=1, sglang_speculative_num_draft_tokens=4,
     )
     return Qwen3_6_27B_Recipe(**{**values, **overrides})
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slime_624b824a"
+TUTORIAL_CHECKPOINT = "Qwen/Qwen3.6-27B"
+
+
+def hf_config(name: str) -> dict[str, Any]:
+    """A recorded config.json (tests/fixtures/slime_624b824a/hf_configs)."""
+    return dict(json.loads((FIXTURES / "hf_configs" / f"{name}.json").read_text()))
+
+
+def recorded_flags() -> set[str]:
+    """Every flag of slime 624b824a's parser, those its image's Megatron patch adds, and the --sglang- prefixed
+    SGLang flags codedojo renders (names only)."""
+    names: set[str] = set()
+    for file in ("flags.txt", "flags_image_patch.txt", "flags_sglang_prefixed.txt"):
+        names |= {line.strip() for line in (FIXTURES / file).read_text().splitlines() if line.startswith("--")}
+    return names
+
+
+def offline_hf_cache(root: Path, monkeypatch: Any, *, repo: str = TUTORIAL_CHECKPOINT,
+                     config: dict[str, Any] | None = None) -> Path:
+    """An HF hub cache under `root` holding `repo`'s config.json (the tutorial model's fixture by default),
+    made the process's cache: what `huggingface-cli download <repo> config.json` leaves on a laptop."""
+    import huggingface_hub.constants
+
+    cache = root / "hf-hub"
+    folder = cache / ("models--" + repo.replace("/", "--"))
+    snapshot = folder / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot / "config.json").write_text(json.dumps(config or hf_config("qwen3.6-27B")))
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    return cache

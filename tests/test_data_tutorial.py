@@ -19,6 +19,7 @@ from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
 from codedojo.inference.specs import TinyModel
 from data_support import RIGHT, SUBMIT, WRONG, make_answer_task
+from slime_support import offline_hf_cache
 from tutorials.coding_agent import dataset as tutorial_dataset
 from tutorials.coding_agent import main as tutorial_main
 
@@ -92,8 +93,10 @@ def test_the_training_script_renders_the_cluster_recipe(tmp_path: Path, monkeypa
     monkeypatch.setattr(tutorial_main, "DATASET_ROOT", "builtin")
     for name in ("CODEDOJO_RAY_ADDRESS", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
+    offline_hf_cache(tmp_path, monkeypatch)  # Qwen3.6-27B's config.json, as `huggingface-cli download` leaves it
     run = tutorial_main.main(["--backend", "slime", "--train-subset", "train-4", "--run-dir", str(tmp_path / "run")])
     assert run.backend == "slime" and run.summary["submitted"] is False
     assert str(root / "train-4.jsonl") in run.summary["command"]
+    assert "source " not in run.summary["command"] and "--load " in run.summary["command"]
     with pytest.raises(SystemExit, match="missing"):
         tutorial_main.main(["--train-subset", "train-300"])

@@ -17,9 +17,15 @@ from codedojo.integrations.modal_app import (
     build_plan,
     node_commands,
 )
-from slime_support import DATA, tutorial_recipe
+from slime_support import DATA, offline_hf_cache, tutorial_recipe
 
 REVISION = "a9f2e5631634affa2032d5f3f9df8d3f2bcbca62"
+
+
+@pytest.fixture(autouse=True)
+def _model_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plan derives MODEL_ARGS from the model's config.json, read from the HF cache as on a laptop.
+    offline_hf_cache(tmp_path, monkeypatch)
 
 
 def _config(**overrides: object) -> TrainConfig:
@@ -48,8 +54,9 @@ def test_the_tutorial_recipe_becomes_a_six_node_h200_app_plan() -> None:
     assert target == CODEDOJO_ROOT and (Path(source) / "src" / "codedojo").is_dir()
     assert f"--no-deps {CODEDOJO_ROOT}" in plan.image_steps[5][1][0]
     assert plan.image_steps[6][1] == ({"MSWEA_SILENT_STARTUP": "1"},)
-    assert plan.command.startswith(f"source {SLIME_ROOT}/scripts/models/qwen3.6-27B.sh && "
-                                   f"python3 {SLIME_ROOT}/train.py")
+    convert, train = plan.command.split(" && ")  # the cached HF -> torch_dist conversion, then training
+    assert f"torchrun --nproc-per-node 8 {SLIME_ROOT}/tools/convert_hf_to_torch_dist.py --spec " in convert
+    assert train.startswith(f"python3 {SLIME_ROOT}/train.py --spec slime_plugins.models.qwen3_5 get_qwen3_5_spec ")
     assert "--custom-config-path ./extra_config.yaml" in plan.command  # written next to the job on the head
     assert yaml.safe_load(plan.files["extra_config.yaml"])["custom_generate_function_path"] == (
         "codedojo.integrations.slime.generate")

@@ -154,7 +154,9 @@ def model_for(backend: str) -> Any:
 # ## Check the dataset and launch
 #
 # The subsets must exist before anything is started (on Modal they are on the data volume, which this
-# machine does not see: the launcher checks them there).
+# machine does not see: the launcher checks them there). On slime and Modal the launcher reads the model's
+# config.json to render its Megatron architecture (`huggingface-cli download Qwen/Qwen3.6-27B config.json`
+# once on a machine without network) and converts the HF weights to torch_dist before the first run.
 
 
 def missing_subsets(data_root: Path, subsets: tuple[str, ...]) -> list[str]:

@@ -32,6 +32,9 @@ class TrackioConfig:
     """Trackio project name."""
     space_id: str | None = None
     """Hugging Face Space hosting the dashboard."""
+    slime_logger: Literal["tensorboard", "wandb"] = "tensorboard"
+    """What carries the metrics on the slime backend, which has no Trackio logger: TensorBoard under
+    tensorboard_log/<project>/ (no account needed) or W&B project <project> (WANDB_API_KEY in the job env)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,10 +150,16 @@ class Recipe:
     """Tensor parallelism of the HF -> Megatron checkpoint conversion (launcher)."""
     conversion_pipeline_model_parallel_size: int | None = None
     """Pipeline parallelism of the checkpoint conversion (launcher)."""
+    conversion_dir: str = "/checkpoints/torch_dist"
+    """Where the launcher keeps converted torch_dist checkpoints, one folder per model and conversion layout
+    (a persistent path the training nodes share; an existing conversion is reused)."""
     colocate: bool = False
     """Training and inference share GPUs."""
     ref_load: str | None = None
-    """Reference (and initial) checkpoint."""
+    """Reference (and initial) Megatron checkpoint; empty: the launcher's conversion of the HF checkpoint."""
+    load: str | None = None
+    """Megatron checkpoint training resumes from (slime starts from ref_load when it holds none); None: `save`,
+    else the initial weights."""
     sglang_speculative_algorithm: str | None = None
     """SGLang speculative decoding ("EAGLE")."""
     sglang_speculative_num_steps: int | None = None

@@ -27,11 +27,11 @@ LOCAL_IGNORES: dict[str, tuple[str, ...]] = {
         "gpu_type", "actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus", "rollout_num_gpus_per_engine",
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel",
         "decoder_last_pipeline_num_layers", "attention_backend", "conversion_tensor_model_parallel_size",
-        "conversion_pipeline_model_parallel_size", "colocate"),
+        "conversion_pipeline_model_parallel_size", "conversion_dir", "colocate"),
     "the local engine does not do speculative decoding": (
         "sglang_speculative_algorithm", "sglang_speculative_num_steps", "sglang_speculative_eagle_topk",
         "sglang_speculative_num_draft_tokens"),
-    "the reference policy is the initial weights of the model being trained": ("ref_load",),
+    "the local trainer starts from the model's own weights and resumes from its run directory": ("ref_load", "load"),
     "local training is synchronous (every episode uses the latest weights)": ("async_mode",),
     "launcher settings of the Modal backend": (
         "slime_git_repository", "slime_git_revision", "data_volume_name", "memory", "train_function_kwargs",

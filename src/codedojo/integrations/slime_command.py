@@ -10,10 +10,17 @@ Every Recipe field is in exactly one of three places below, so a new field force
 `LAUNCHER_ONLY` (kept out of slime, with the reason), `MAPPED` (codedojo fields that become other flags,
 YAML keys or environment variables; the mapping is in `_mapped`), or passed through by the rule.
 
+The model's architecture (MODEL_ARGS) is derived from its config.json and rendered inline
+(`slime_model`); the initial weights are `--load` / `--ref-load`, produced by a conversion step before
+training when the recipe names no Megatron checkpoint (`slime_weights`); slime's reward post-processing,
+dynamic-sampling filter and eval-log hooks keep infrastructure failures out of its statistics
+(`slime_rewards`). slime ignores flags it does not know, so every flag rendered here is checked against
+the pinned revision's parser in the tests.
+
 Checks slime itself skips (or makes only after a GPU allocation) run here first: the Megatron layout
-(TP x PP x CP must divide the actor GPUs), engines per rollout GPU, batch arithmetic, KL settings,
-checkpoint and eval prerequisites. Derived values (data parallelism, engines, clip bounds, optimizer
-steps) are printed at launch.
+(TP x PP x CP must divide the actor GPUs, the pipeline split must divide the layers), engines per rollout
+GPU, batch arithmetic, KL settings, loadable weights, top-p, checkpoint and eval prerequisites. Derived
+values (data parallelism, engines, clip bounds, optimizer steps) are printed at launch.
 """
 
 from __future__ import annotations
@@ -25,20 +32,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codedojo.config.recipe import EvalConfig, Recipe
+from codedojo.integrations.slime_model import ModelArgs, ModelArgsError, load_hf_config, model_args
+from codedojo.integrations.slime_rewards import DYNAMIC_SAMPLING_FILTER, HOOK_PATHS
+from codedojo.integrations.slime_weights import (
+    DEFAULT_MEGATRON_ROOT,
+    Conversion,
+    InitialWeights,
+    initial_weights,
+    missing_weights,
+)
 from codedojo.records import record_to_dict
 
-DYNAMIC_SAMPLING_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
 EXTRA_CONFIG_FILE = "extra_config.yaml"
 EVAL_CONFIG_FILE = "eval_config.yaml"
-# slime's scripts that define MODEL_ARGS (the Megatron architecture flags) per model.
-MODEL_SCRIPTS = {"qwen3.6-27b": "scripts/models/qwen3.6-27B.sh"}
 
 LAUNCHER_ONLY: dict[str, str] = {
     "gpu_type": "the Modal launcher's accelerator type (slime sees GPUs through Ray)",
-    "conversion_tensor_model_parallel_size": "HF -> Megatron checkpoint conversion, a launcher step before slime",
-    "conversion_pipeline_model_parallel_size": "HF -> Megatron checkpoint conversion, a launcher step before slime",
+    "conversion_tensor_model_parallel_size": "the launcher's HF -> torch_dist conversion step before training",
+    "conversion_pipeline_model_parallel_size": "the launcher's HF -> torch_dist conversion step before training",
+    "conversion_dir": "where the launcher's conversion step keeps its torch_dist checkpoints",
     "capture_trace": "codedojo's local Chrome trace; slime has no such flag (the launcher's rollout tracing)",
-    "metrics": "the tutorial launcher's Trackio settings; slime logs through its own --use-wandb/--use-tensorboard",
     "slime_git_repository": "the Modal image installs slime from it",
     "slime_git_revision": "the Modal image installs slime at it",
     "data_volume_name": "the Modal volume mounted at /data",
@@ -52,7 +65,12 @@ LAUNCHER_ONLY: dict[str, str] = {
                           "sandboxes add their own boot cap",
 }
 MAPPED: dict[str, str] = {
-    "advantage_estimator": "--advantage-estimator grpo; dr_grpo adds --disable-grpo-std-normalization",
+    "advantage_estimator": "--advantage-estimator grpo; dr_grpo adds --disable-grpo-std-normalization and "
+                           "--calculate-per-token-loss",
+    "disable_grpo_std_normalization": "--disable-grpo-std-normalization --calculate-per-token-loss (Dr.GRPO)",
+    "ref_load": "--ref-load; empty: the conversion step's output",
+    "load": "--load; None: save, else the --ref-load value",
+    "metrics": "--use-tensorboard --tb-project-name <project>, or --use-wandb --wandb-project <project>",
     "global_batch_size": "--global-batch-size, None rendered as rollout_batch_size x n_samples_per_prompt",
     "dynamic_sampling": f"--dynamic-sampling-filter-path {DYNAMIC_SAMPLING_FILTER}",
     "max_tokens_per_gpu": "--use-dynamic-batch-size --max-tokens-per-gpu (token-budget packing, as locally)",
@@ -81,13 +99,15 @@ class SlimeCommand:
     entry: str
     """"train.py" or "train_async.py" (relative to slime's checkout)."""
     args: tuple[str, ...]
-    """Flags after the entry point, without the model architecture (MODEL_ARGS from model_script)."""
+    """Flags after the entry point and MODEL_ARGS."""
     files: dict[str, str]
     """File name -> text of the YAML files the flags name (written into `files_dir`)."""
     env: dict[str, str]
     """The job's environment variables."""
-    model_script: str | None
-    """slime script (relative to its checkout) that defines MODEL_ARGS; None when codedojo knows none."""
+    model_args: tuple[str, ...]
+    """The Megatron architecture flags (MODEL_ARGS), derived from the checkpoint's config.json."""
+    conversion: Conversion | None
+    """The HF -> torch_dist step run first, or None when the recipe names a Megatron checkpoint."""
     report: tuple[str, ...]
     """Derived values, printed at launch."""
     warnings: tuple[str, ...] = ()
@@ -95,15 +115,23 @@ class SlimeCommand:
     """(field, reason) for every launcher-only field set away from its default."""
 
     def argv(self, *, slime_root: str) -> list[str]:
-        return ["python3", f"{slime_root.rstrip('/')}/{self.entry}", *self.args]
+        return ["python3", f"{slime_root.rstrip('/')}/{self.entry}", *self.model_args, *self.args]
 
-    def shell(self, *, slime_root: str) -> str:
-        """One bash line: source the model script (it defines MODEL_ARGS), then run the entry point."""
-        root = slime_root.rstrip("/")
-        if self.model_script is None:
-            return shlex.join(self.argv(slime_root=root))
-        return (f"source {shlex.quote(f'{root}/{self.model_script}')} && python3 {shlex.quote(f'{root}/{self.entry}')} "
-                f'"${{MODEL_ARGS[@]}}" {shlex.join(self.args)}')
+    def shell(self, *, slime_root: str, megatron_root: str = DEFAULT_MEGATRON_ROOT) -> str:
+        """One bash line: the conversion step when there is one, then the entry point."""
+        train = shlex.join(self.argv(slime_root=slime_root))
+        if self.conversion is None:
+            return train
+        convert = self.conversion.shell(slime_root=slime_root, megatron_root=megatron_root,
+                                        model_args=self.model_args)
+        return f"{convert} && {train}"
+
+    def rendered_flags(self) -> list[str]:
+        """Every flag name this command passes to slime's parsers (training and conversion)."""
+        tokens = [*self.model_args, *self.args]
+        if self.conversion is not None:
+            tokens += self.conversion.flags(model_args=self.model_args)
+        return sorted({t for t in tokens if t.startswith("--")})
 
 
 @dataclass(kw_only=True)
@@ -123,11 +151,18 @@ class _Flags:
             self.args += [flag, str(value)]
 
 
-def render_slime_command(recipe: Recipe, *, model: Any, dataset: Any, files_dir: str) -> SlimeCommand:
-    """The slime command for `recipe` training `model` on `dataset`; YAML paths are under `files_dir`."""
-    report, warnings = check_recipe(recipe)
+def render_slime_command(recipe: Recipe, *, model: Any, dataset: Any, files_dir: str,
+                         hf_config: dict[str, Any] | None = None) -> SlimeCommand:
+    """The slime command for `recipe` training `model` on `dataset`; YAML paths are under `files_dir`.
+
+    `hf_config` is the checkpoint's config.json; None reads it from the HF folder or the HF cache
+    (`slime_model.load_hf_config`). Raises SlimeConfigError naming every problem before anything starts."""
+    checkpoint = hf_checkpoint(model)
+    architecture = derive_model_args(checkpoint, hf_config=hf_config)
+    report, warnings = check_recipe(recipe, num_layers=architecture.num_layers)
+    weights = initial_weights(recipe, hf_checkpoint=checkpoint)
     flags = _Flags()
-    flags.add("hf_checkpoint", hf_checkpoint(model))
+    flags.add("hf_checkpoint", checkpoint)
     flags.add("prompt_data", str(dataset.path) if hasattr(dataset, "path") else None)
     flags.add("input_key", dataset.input_key())
     flags.add("label_key", dataset.label_key())
@@ -140,28 +175,56 @@ def render_slime_command(recipe: Recipe, *, model: Any, dataset: Any, files_dir:
             continue
         value = getattr(recipe, f.name)
         if f.name in MAPPED:
-            _mapped(f.name, value, recipe=recipe, flags=flags, files=files, files_dir=files_dir)
+            _mapped(f.name, value, recipe=recipe, flags=flags, files=files, files_dir=files_dir, weights=weights)
         else:
             flags.add(f.name, value)
+    for name, path in HOOK_PATHS.items():  # infrastructure failures out of slime's statistics
+        flags.add(name, path)
     if recipe.extra_config.custom_generate_function_path is None:
         warnings.append("extra_config.custom_generate_function_path is None: slime's default generate will run, "
                         "which knows no agent tasks (use codedojo.integrations.slime.generate)")
-    name = str(getattr(model, "name", model)).lower()
-    if name not in MODEL_SCRIPTS:
-        warnings.append(f"no slime model script known for {name!r}: add its Megatron architecture flags "
-                        "(slime's scripts/models/*.sh MODEL_ARGS) to the command")
+    if recipe.metrics is None:
+        warnings.append("metrics is None: slime logs agentic/* metrics only to its log lines (set metrics to "
+                        "TrackioConfig(project=...) for TensorBoard or W&B)")
+    if weights.conversion is not None:
+        c = weights.conversion
+        report.append(f"initial weights: {c.hf_checkpoint} converted to torch_dist at {c.output} "
+                      f"(TP {c.tensor_model_parallel_size} x PP {c.pipeline_model_parallel_size}, "
+                      f"{c.num_processes} GPU(s); skipped when already converted)")
+    report.append(f"--load {weights.load} --ref-load {weights.ref_load or '(none)'}")
     return SlimeCommand(
         entry="train_async.py" if recipe.async_mode else "train.py", args=tuple(flags.args), files=files,
-        env=job_environment(recipe), model_script=MODEL_SCRIPTS.get(name), report=tuple(report),
-        warnings=tuple(warnings), dropped=tuple(dropped_fields(recipe)),
+        env=job_environment(recipe), model_args=architecture.flags, conversion=weights.conversion,
+        report=tuple(report), warnings=tuple(warnings), dropped=tuple(dropped_fields(recipe)),
     )
 
 
-def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict[str, str], files_dir: str) -> None:
+def derive_model_args(checkpoint: str, *, hf_config: dict[str, Any] | None = None) -> ModelArgs:
+    """MODEL_ARGS of `checkpoint`; a config that cannot be read or mapped is a SlimeConfigError."""
+    try:
+        return model_args(hf_config if hf_config is not None else load_hf_config(checkpoint))
+    except ModelArgsError as e:
+        raise SlimeConfigError(f"the recipe cannot run on slime: {e}") from None
+
+
+def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict[str, str], files_dir: str,
+            weights: InitialWeights) -> None:
     if name == "advantage_estimator":
         flags.add("advantage_estimator", "grpo")
-        if value == "dr_grpo" and not recipe.disable_grpo_std_normalization:
-            flags.add("disable_grpo_std_normalization", True)
+        # Dr.GRPO: no std division, and the loss normalised over tokens rather than per sample.
+        flags.add("disable_grpo_std_normalization", not recipe.normalize_group_std)
+        flags.add("calculate_per_token_loss", not recipe.normalize_group_std)
+    elif name == "ref_load":
+        flags.add("ref_load", weights.ref_load)
+    elif name == "load":
+        flags.add("load", weights.load)
+    elif name == "metrics" and value is not None:
+        if value.slime_logger == "wandb":
+            flags.add("use_wandb", True)
+            flags.add("wandb_project", value.project)
+        else:
+            flags.add("use_tensorboard", True)
+            flags.add("tb_project_name", value.project)
     elif name == "global_batch_size":
         flags.add("global_batch_size", recipe.effective_global_batch_size)
     elif name == "dynamic_sampling":
@@ -180,8 +243,9 @@ def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict
         flags.add("custom_config_path", f"{files_dir}/{EXTRA_CONFIG_FILE}")
     elif name == "custom_rollout_log_function" and value:
         flags.add("custom_rollout_log_function_path", value.replace(":", "."))
-    # lora_rank (checked), sandbox_backend (extra_config), async_mode (entry point) and the environment
-    # fields (job_environment) need nothing here.
+    # lora_rank (checked), sandbox_backend (extra_config), async_mode (entry point),
+    # disable_grpo_std_normalization (with advantage_estimator) and the environment fields (job_environment)
+    # need nothing here.
 
 
 def extra_config_data(recipe: Recipe) -> dict[str, Any]:
@@ -231,8 +295,10 @@ def hf_checkpoint(model: Any) -> str:
     return str(getattr(model, "name", model))
 
 
-def check_recipe(recipe: Recipe) -> tuple[list[str], list[str]]:
-    """(derived values, warnings) for slime; raises SlimeConfigError naming every blocking problem."""
+def check_recipe(recipe: Recipe, *, num_layers: int | None = None) -> tuple[list[str], list[str]]:
+    """(derived values, warnings) for slime; raises SlimeConfigError naming every blocking problem.
+
+    `num_layers` (the model's decoder layers) enables the pipeline-split checks."""
     r = recipe
     problems: list[str] = []
     warnings: list[str] = []
@@ -269,17 +335,22 @@ def check_recipe(recipe: Recipe) -> tuple[list[str], list[str]]:
         problems.append("eval_interval needs eval_config with at least one dataset")
     if r.lora_rank:
         problems.append("lora_rank > 0: slime's Megatron backend trains full weights (LoRA is local-only)")
+    if r.rollout_top_p < 1.0:
+        problems.append(f"rollout_top_p={r.rollout_top_p:g} < 1: slime then trains on the kept top-p token ids of "
+                        "every step (rollout_top_p_token_ids), which codedojo's generate hook and `codedojo serve` do "
+                        "not return; slime would fail at the first train step (use rollout_top_p=1.0)")
+    if (r.use_kl_loss or r.kl_coef) and r.load and not r.ref_load:
+        problems.append("a KL term needs ref_load (slime checks it exists) when load names the starting checkpoint")
+    if (why := missing_weights(r)) is not None:
+        problems.append(why)
+    if num_layers is not None:
+        problems += _pipeline_problems(r, num_layers=num_layers)
     if problems:
         raise SlimeConfigError("the recipe cannot run on slime: " + "; ".join(problems))
     if r.kl_loss_coef and not r.use_kl_loss:
         warnings.append(f"kl_loss_coef={r.kl_loss_coef:g} has no effect without use_kl_loss")
     if r.use_kl_loss and not r.kl_loss_coef:
         warnings.append("use_kl_loss with kl_loss_coef=0 computes a KL (and loads the reference model) for nothing")
-    if (r.use_kl_loss or r.kl_coef) and not r.ref_load:
-        warnings.append("a KL term needs ref_load (the reference checkpoint)")
-    if not r.ref_load:
-        warnings.append("no ref_load: slime needs a Megatron checkpoint of the initial weights (convert the HF "
-                        "checkpoint with slime's tools/convert_hf_to_torch_dist.py) unless --load points at one")
     low, high = r.effective_clip
     report = [
         f"actor GPUs {actor_gpus} = TP {r.tensor_model_parallel_size} x PP {r.pipeline_model_parallel_size} x "
@@ -292,6 +363,27 @@ def check_recipe(recipe: Recipe) -> tuple[list[str], list[str]]:
         f"entry point {'train_async.py (one step off-policy)' if r.async_mode else 'train.py (synchronous)'}",
     ]
     return report, warnings
+
+
+def _pipeline_problems(r: Recipe, *, num_layers: int) -> list[str]:
+    """Megatron's layer split (validate_args) for training and, when it runs, the conversion."""
+    problems = []
+    pp, last = r.pipeline_model_parallel_size, r.decoder_last_pipeline_num_layers
+    if last is not None and pp > 1 and (last >= num_layers or (num_layers - last) % (pp - 1)):
+        problems.append(f"decoder_last_pipeline_num_layers {last} leaves {num_layers - last} of {num_layers} layers, "
+                        f"not a multiple of the other {pp - 1} pipeline stage(s)")
+    elif last is None and num_layers % pp:
+        problems.append(f"pipeline_model_parallel_size {pp} does not divide the model's {num_layers} layers "
+                        "(set decoder_last_pipeline_num_layers for an uneven split)")
+    if not (r.load or r.ref_load) and missing_weights(r) is None:
+        tp, cpp = r.conversion_tensor_model_parallel_size or 1, r.conversion_pipeline_model_parallel_size or 1
+        if num_layers % cpp:
+            problems.append(f"conversion_pipeline_model_parallel_size {cpp} does not divide the model's "
+                            f"{num_layers} layers")
+        if tp * cpp > num_layers:
+            problems.append(f"the conversion's {tp * cpp} processes exceed the model's {num_layers} layers "
+                            "(slime's conversion tool refuses that)")
+    return problems
 
 
 def to_yaml(data: dict[str, Any]) -> str:

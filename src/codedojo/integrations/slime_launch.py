@@ -6,7 +6,8 @@ travel in the job's working directory and the environment in its runtime env. Wi
 is started: the files are written into the run directory and the full command is printed (a dry run).
 
 A launcher only starts and stops what it owns: this submits one job and never stops or kills anything;
-`ray job stop <run id>` is printed for the user.
+`ray job stop <run id>` is printed for the user. `job_status` and `job_logs` read a submitted job back
+(Ray's job SDK, imported only when called).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -37,12 +39,19 @@ def ray_address(address: str | None = None) -> str | None:
     return next((os.environ[v] for v in ADDRESS_VARIABLES if os.environ.get(v)), None)
 
 
+def ray_executable() -> str | None:
+    """The `ray` command: on PATH, else beside this Python (a virtual environment that is not activated)."""
+    found = shutil.which("ray")
+    beside = Path(sys.executable).parent / "ray"
+    return found or (str(beside) if beside.is_file() else None)
+
+
 def ray_submit_argv(*, address: str, submission_id: str, working_dir: Path, env: dict[str, str],
-                    entrypoint: list[str], wait: bool = False) -> list[str]:
+                    entrypoint: list[str], wait: bool = False, ray: str = "ray") -> list[str]:
     """`ray job submit` of `entrypoint` run in the uploaded `working_dir` with `env`; without `wait` it
     returns once the job is accepted."""
     runtime_env = json.dumps({"env_vars": env}, sort_keys=True)
-    return ["ray", "job", "submit", "--address", address, "--submission-id", submission_id,
+    return [ray, "job", "submit", "--address", address, "--submission-id", submission_id,
             "--working-dir", str(working_dir), "--runtime-env-json", runtime_env,
             *([] if wait else ["--no-wait"]), "--", *entrypoint]
 
@@ -87,10 +96,11 @@ def launch_slime(config: Any, *, address: str | None = None, slime_root: str | N
         console.print("no Ray address (CODEDOJO_RAY_ADDRESS / RAY_ADDRESS): dry run, nothing started. Command:")
         console.print(summary["command"], markup=False, soft_wrap=True)
         return Run(training_run_id=run_id, run_dir=run_dir, backend="slime", summary=summary)
+    ray = ray_executable()
     argv = ray_submit_argv(address=target, submission_id=run_id, working_dir=files_dir, env=command.env,
-                           entrypoint=["bash", "-c", command.shell(slime_root=root)])
+                           entrypoint=["bash", "-c", command.shell(slime_root=root)], ray=ray or "ray")
     if runner is None:
-        if shutil.which("ray") is None:
+        if ray is None:
             raise BackendRequired("submitting to a Ray cluster needs the `ray` command (pip install 'ray[default]')")
         runner = _run_checked
     runner(argv)
@@ -98,6 +108,26 @@ def launch_slime(config: Any, *, address: str | None = None, slime_root: str | N
     console.print(f"submitted job {run_id} to {target}; follow with `ray job logs -f {run_id} --address {target}`,"
                   f" stop with `ray job stop {run_id} --address {target}`")
     return Run(training_run_id=run_id, run_dir=run_dir, backend="slime", summary=summary)
+
+
+def job_status(run_id: str, *, address: str) -> str:
+    """The job's state as Ray names it: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED."""
+    return str(_job_client(address).get_job_status(run_id).value)
+
+
+def job_logs(run_id: str, *, address: str) -> str:
+    """Everything the job's entrypoint printed so far."""
+    return str(_job_client(address).get_job_logs(run_id))
+
+
+def _job_client(address: str) -> Any:
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as e:
+        from codedojo.config.train_config import BackendRequired
+
+        raise BackendRequired(f"reading a Ray job back needs ray (pip install 'ray[default]'): {e}") from None
+    return JobSubmissionClient(address)
 
 
 def _run_checked(argv: list[str]) -> None:
