@@ -241,8 +241,8 @@ class Recipe:
     log_probs_chunk_size: int = 128
     """Tokens per chunk when computing logprobs (bounds the vocabulary-sized logits in memory)."""
     bf16: bool | None = None
-    """Training matmuls in bf16 over fp32 master weights (Megatron's --bf16). None: locally, bf16 where the
-    device computes it natively (CUDA, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere; on slime, not set."""
+    """Local training matmuls in bf16 over fp32 master weights; None: bf16 where the device computes it
+    natively (CUDA, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere. slime always trains in bf16."""
     lora_rank: int = 0
     """LoRA rank (0: full fine-tuning)."""
     lora_alpha: float = 16.0

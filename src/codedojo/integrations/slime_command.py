@@ -60,6 +60,8 @@ LAUNCHER_ONLY: dict[str, str] = {
     "image_run_commands": "Modal image build steps",
     "image_env": "Modal image environment",
     "app_tags": "Modal app tags",
+    "bf16": "the local trainer's matmul precision; slime trains Megatron in bf16 regardless (its arguments set "
+            "bf16 = not fp16)",
     "lora_alpha": "LoRA is local-only: slime's Megatron backend trains full weights (lora_rank > 0 is refused)",
     "max_open_sandboxes": "slime bounds episodes in flight by sglang_server_concurrency x engines; Modal "
                           "sandboxes add their own boot cap",
