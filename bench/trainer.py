@@ -43,7 +43,7 @@ from codedojo.precision import capability, compute_precision
 from codedojo.rl.packing import pack, pack_groups
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
-from codedojo.train.sft import sft_loss
+from codedojo.train.sft import SFTConfig, sft_loss
 
 SMOLLM2_SHAPE = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                      num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
@@ -155,8 +155,8 @@ def hf_padded_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: lis
     return padded_total
 
 
-def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict | None, device: str = "cpu"
-                   ) -> dict[str, tuple[list[Seq], Callable[[], Callable[[], object]]]]:
+def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict | None, device: str = "cpu",
+                   sft_budget: int | None = None) -> dict[str, tuple[list[Seq], Callable[[], Callable[[], object]]]]:
     # Each entry builds its model and optimizer when called and returns the step: one model (with its
     # AdamW state) is alive at a time, so nine SmolLM2-sized configurations fit in memory.
     def ours(dtype: torch.dtype, *, used: bool, share: bool) -> Callable[[], Callable[[], object]]:
@@ -170,7 +170,7 @@ def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict 
         def build() -> Callable[[], object]:
             policy = Policy(build_model(seed=1, shape=shape, device=device), compute_dtype=dtype)
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-6)
-            return lambda: sft_step(policy, opt, demos, budget=budget, used=used)
+            return lambda: sft_step(policy, opt, demos, budget=sft_budget or budget, used=used)
         return build
 
     def hf(dtype: torch.dtype) -> Callable[[], Callable[[], object]]:
@@ -236,7 +236,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4, help="samples per group")
     parser.add_argument("--sft-sequences", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2, help="timed steps per configuration (fastest kept)")
-    parser.add_argument("--budget", type=int, default=4096, help="micro-batch token budget")
+    parser.add_argument("--budget", type=int, default=4096, help="RL micro-batch token budget")
+    parser.add_argument("--sft-budget", type=int, default=SFTConfig().max_tokens_per_gpu,
+                        help="SFT micro-batch token budget (default: SFTConfig's)")
     parser.add_argument("--only", default="", help="comma-separated configurations (default: all)")
     parser.add_argument("--tiny", action="store_true", help="a tiny model and short sequences (a smoke test)")
     args = parser.parse_args()
@@ -249,7 +251,7 @@ def main() -> None:
     vocab = 500 if args.tiny else 49000
     rl = rl_workload(groups=args.groups, group_size=args.group_size, seed=0, scale=scale, vocab=vocab)
     sft = sft_workload(n=args.sft_sequences, seed=1, scale=scale, vocab=vocab)
-    configs = configurations(rl, sft, budget=args.budget, shape=shape)
+    configs = configurations(rl, sft, budget=args.budget, shape=shape, sft_budget=args.sft_budget)
     if args.only:
         wanted = args.only.split(",")
         unknown = sorted(set(wanted) - set(configs))
@@ -272,7 +274,7 @@ def main() -> None:
                             min_shared=MIN_SHARED_PREFIX))},
         "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
                          "trainable": sum(sum(s.mask) for s in sft)},
-        "budget": args.budget, "repeat": args.repeat,
+        "budget": args.budget, "sft_budget": args.sft_budget, "repeat": args.repeat,
         "tokens_per_sec": tps, "seconds": {k: round(v, 2) for k, v in best.items()},
         "ratios": ratios(tps),
         "load_average_before": [round(x, 2) for x in load_before],

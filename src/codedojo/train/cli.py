@@ -6,13 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from codedojo.tasks.factory.statements import ALL_TIERS
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "train", help="train a coding agent with GRPO (no arguments: the embedded default run)",
-        description="Without --dataset, runs the embedded default: SmolLM2-135M-Instruct, the bundled warm-up "
-        "tasks (generated once and cached), a supervised warm start on demonstrations, then GRPO with held-out "
-        "evaluation. With --dataset, trains on that JSONL (rows {prompt, label, metadata.task_path}).")
+        description="Without --dataset, runs the embedded default: SmolLM2-135M-Instruct, bundled tasks of one "
+        "tier (--tier; generated once and cached), a supervised warm start on demonstrations, then GRPO with "
+        "held-out evaluation. With --dataset, trains on that JSONL (rows {prompt, label, metadata.task_path}).")
     p.add_argument("--dataset", type=Path, help="training tasks (JSONL written by `codedojo dataset`)")
     p.add_argument("--eval-dataset", type=Path, action="append", default=[], help="held-out tasks (repeatable)")
     p.add_argument("--model", default=None, help="model name or Hugging Face folder (default: smollm2-135m-instruct)")
@@ -21,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--run-dir", type=Path, default=None, help="run directory (an existing one resumes)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     p.add_argument("--quick", action="store_true", help="embedded default only: a much shorter run (smoke test)")
+    p.add_argument("--tier", default=None, choices=ALL_TIERS,
+                   help="embedded default only: the bundled tier to train and evaluate on (docs/tasks.md)")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("report", help="write the HTML report of a run",
@@ -55,7 +59,7 @@ def _train(args: argparse.Namespace) -> int:
             from codedojo.train.default import run_default
 
             run_default(run_dir=args.run_dir, overrides=overrides, device=args.device, quick=args.quick,
-                        model=args.model)
+                        model=args.model, tier=args.tier)
             return 0
         from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, SmolLM2_Recipe, TrainConfig
 

@@ -33,29 +33,38 @@ HELD_OUT_REPOSITORIES = ("moneybox", "planegeo", "textkit", "unitconv")
 SUITE_SEED = 0
 DEMO_SEED = 0
 DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_TIER = "warmup"
+"""The tier the embedded default trains and evaluates on (docs/training.md: chosen by the SFT model's pass
+rate at the rollout temperature)."""
 
 
-def builtin_warmup_suite(*, console: Console, per_repo: int = 30) -> Path:
-    """The bundled warm-up tasks, generated on first use and cached. The factory draws `per_repo` bugs per
-    repository and a third of them are warm-up tier: 30 gives 120 tasks (~5 min on 2 cores), 12 gives 48."""
+def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30) -> Path:
+    """The bundled tasks of `tier`, generated on first use and cached. The factory draws `per_repo` bugs per
+    repository and a third of them are warm-up tier (the curriculum tiers restate those): 30 gives 120
+    tasks (~5 min on 2 cores), 12 gives 48."""
     from codedojo.tasks.factory.pipeline import BUILTIN_REPOS
 
     digest = hashlib.sha256()
     factory = Path(__file__).parents[1] / "tasks" / "factory"
     for path in sorted(Path(BUILTIN_REPOS).rglob("*.py")) + sorted(factory.rglob("*.py")):
         digest.update(path.read_bytes())
-    folder = cache_dir() / "builtin" / f"warmup-seed{SUITE_SEED}-per{per_repo}-{digest.hexdigest()[:12]}"
+    folder = cache_dir() / "builtin" / f"{tier}-seed{SUITE_SEED}-per{per_repo}-{digest.hexdigest()[:12]}"
     if folder.is_dir() and (folder / ".complete").is_file():
         return folder
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    console.print(f"generating the bundled warm-up tasks into {folder} (once)")
-    subprocess.run([sys.executable, "-m", "codedojo.cli", "tasks", "builtin", "--out", str(tmp), "--tier", "warmup",
+    console.print(f"generating the bundled {tier} tasks into {folder} (once)")
+    subprocess.run([sys.executable, "-m", "codedojo.cli", "tasks", "builtin", "--out", str(tmp), "--tier", tier,
                     "--seed", str(SUITE_SEED), "--per-repo", str(per_repo)], check=True)
     (tmp / ".complete").write_text("")
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return folder
+
+
+def builtin_warmup_suite(*, console: Console, per_repo: int = 30) -> Path:
+    """The bundled warm-up tier (see `builtin_suite`)."""
+    return builtin_suite(console=console, tier="warmup", per_repo=per_repo)
 
 
 def split_by_repository(paths: list[Path], *, held_out: tuple[str, ...]) -> tuple[list[Task], list[Task]]:
@@ -105,7 +114,7 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: Episod
 
 
 def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
-                model: str | None) -> Any:
+                model: str | None, tier: str | None = None) -> Any:
     from codedojo.agent.budget import recipe_budget
     from codedojo.agent.engines import default_device, profile_for
     from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
@@ -115,7 +124,8 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     console = Console(stderr=True)
     device = device or default_device()
     model = model or DEFAULT_MODEL
-    suite = builtin_warmup_suite(console=console, per_repo=12)
+    tier = tier or DEFAULT_TIER
+    suite = builtin_suite(console=console, tier=tier, per_repo=12)
     train_tasks, eval_tasks = split_by_repository(discover_tasks([suite]), held_out=HELD_OUT_REPOSITORIES)
     # Every other held-out task: a spread over the four held-out repositories, small enough for a CPU.
     eval_tasks = eval_tasks[::4] if quick else eval_tasks[::2]
@@ -134,7 +144,7 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
         **overrides,
     })
     console.print(f"embedded default: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out tasks "
-                  f"(repositories {', '.join(HELD_OUT_REPOSITORIES)})")
+                  f"of the {tier} tier (repositories {', '.join(HELD_OUT_REPOSITORIES)})")
     sft = SFTConfig(epochs=1, lr=1e-4, batch_sequences=8)
     demo_tasks = train_tasks
     warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
