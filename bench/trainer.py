@@ -10,14 +10,17 @@ share an opening (system prompt, task, first observation: 500-700 tokens) and th
 each, a fifth of them the agent's own, trainable); the SFT workload is demonstrations of 600-1800 tokens
 with 12% trainable and no groups.
 
-  today       codedojo's packed step as it was: fp32, vocabulary head at every position, no sharing
-  head        + the head and log-softmax only at trainable positions
-  bf16        + bf16 matmuls (autocast over fp32 weights; the head stays fp32)
-  share       + one shared prefix per GRPO group
-  all         all three
+  today       codedojo's packed step as it was at d75edee (bench/legacy_packed.py, verbatim): fp32,
+              vocabulary head at every position, HF's RMSNorm and RoPE modules, no sharing
+  kernels     today's step on the current forward (torch's fused RMSNorm, a one-roll RoPE), nothing else
+  head        kernels + the head and log-softmax only at trainable positions
+  bf16        kernels + bf16 matmuls (autocast over fp32 weights; the head stays fp32)
+  share       kernels + one shared prefix per GRPO group
+  all         all of them
   hf_fp32     the HF model over right-padded micro-batches of 2 with an attention mask, full logits
   hf_bf16     the same under bf16 autocast
-  sft_today / sft_new   the SFT step (codedojo.train.sft.sft_loss) before and after (head + bf16)
+  sft_today / sft_new   the SFT step before (legacy forward, fp32, every position) and after
+              (codedojo.train.sft.sft_loss: current forward, trainable positions only, bf16)
 
 Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
 model and its optimizer state live at a time); run it alone on the machine. Prints JSON: tokens/s of
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import random
@@ -36,6 +40,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -94,6 +100,30 @@ def sft_workload(*, n: int, seed: int, scale: float = 1.0, vocab: int = 49000) -
     return out
 
 
+def _legacy() -> Any:
+    """bench/legacy_packed.py, loaded by path (bench/ is a folder of scripts, not a package)."""
+    name = "bench_legacy_packed"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "legacy_packed.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+def legacy_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int) -> None:
+    """Today's step: the d75edee forward, fp32, logprobs at every position, masked afterwards."""
+    num_tokens = sum(sum(s.mask) for s in data)
+    device = next(model.parameters()).device
+    for mb in pack([len(s.ids) for s in data], max_tokens=budget):
+        micro = [data[i] for i in mb.indices]
+        lps, _ = _legacy().packed_token_logprobs(model, [s.ids for s in micro], chunk_size=256)
+        mask_T = torch.tensor([x for s in micro for x in s.mask], dtype=torch.float32, device=device)
+        (-(torch.cat(lps) * mask_T).sum() / max(num_tokens, 1)).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def codedojo_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int, used: bool,
                   share: bool) -> None:
     num_tokens = sum(sum(s.mask) for s in data)
@@ -113,18 +143,12 @@ def codedojo_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *
     opt.zero_grad(set_to_none=True)
 
 
-def sft_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int, used: bool) -> None:
+def sft_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int) -> None:
     num_tokens = sum(sum(s.mask) for s in data)
     for mb in pack([len(s.ids) for s in data], max_tokens=budget):
         micro = [data[i] for i in mb.indices]
-        if used:
-            loss = sft_loss(policy, [s.ids for s in micro], [s.mask for s in micro], num_tokens=num_tokens,
-                            chunk_size=256)
-        else:  # the SFT loss as it was: logprobs at every position, masked afterwards
-            lps, _ = policy.logprobs([s.ids for s in micro], temperature=1.0, chunk_size=256)
-            mask_T = torch.tensor([x for s in micro for x in s.mask], dtype=torch.float32, device=policy.device)
-            loss = -(torch.cat(lps) * mask_T).sum() / max(num_tokens, 1)
-        loss.backward()
+        sft_loss(policy, [s.ids for s in micro], [s.mask for s in micro], num_tokens=num_tokens,
+                 chunk_size=256).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
 
@@ -166,11 +190,18 @@ def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict 
             return lambda: codedojo_step(policy, opt, rl, budget=budget, used=used, share=share)
         return build
 
-    def supervised(dtype: torch.dtype, *, used: bool) -> Callable[[], Callable[[], object]]:
+    def supervised(dtype: torch.dtype) -> Callable[[], Callable[[], object]]:
         def build() -> Callable[[], object]:
             policy = Policy(build_model(seed=1, shape=shape, device=device), compute_dtype=dtype)
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-6)
-            return lambda: sft_step(policy, opt, demos, budget=sft_budget or budget, used=used)
+            return lambda: sft_step(policy, opt, demos, budget=sft_budget or budget)
+        return build
+
+    def legacy(data: list[Seq], step_budget: int) -> Callable[[], Callable[[], object]]:
+        def build() -> Callable[[], object]:
+            model = build_model(seed=1, shape=shape, device=device)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+            return lambda: legacy_step(model, opt, data, budget=step_budget)
         return build
 
     def hf(dtype: torch.dtype) -> Callable[[], Callable[[], object]]:
@@ -182,15 +213,16 @@ def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict 
 
     f32, b16 = torch.float32, torch.bfloat16
     return {
-        "today": (rl, ours(f32, used=False, share=False)),
+        "today": (rl, legacy(rl, budget)),
+        "kernels": (rl, ours(f32, used=False, share=False)),
         "head": (rl, ours(f32, used=True, share=False)),
         "bf16": (rl, ours(b16, used=False, share=False)),
         "share": (rl, ours(f32, used=False, share=True)),
         "all": (rl, ours(b16, used=True, share=True)),
         "hf_fp32": (rl, hf(f32)),
         "hf_bf16": (rl, hf(b16)),
-        "sft_today": (demos, supervised(f32, used=False)),
-        "sft_new": (demos, supervised(b16, used=True)),
+        "sft_today": (demos, legacy(demos, sft_budget or budget)),
+        "sft_new": (demos, supervised(b16)),
     }
 
 
@@ -219,8 +251,10 @@ def ratios(tps: dict[str, float]) -> dict[str, float]:
         if a in tps and b in tps:
             out[name or f"{a}_vs_{b}"] = round(tps[a] / tps[b], 3)
 
-    for change in ("head", "bf16", "share", "all"):
-        put(change, "today")
+    put("kernels", "today")
+    for change in ("head", "bf16", "share"):  # each change alone, on the current forward
+        put(change, "kernels")
+    put("all", "today")
     put("today", "hf_fp32")
     put("hf_bf16", "hf_fp32")
     if "hf_fp32" in tps and "hf_bf16" in tps and "all" in tps:
