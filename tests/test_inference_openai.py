@@ -177,6 +177,14 @@ def test_tool_call_parsers() -> None:
     assert [json.loads(c.arguments)["command"] for c in parse_tool_calls(two, fmt="hermes")[1]] == ["ls -la", "pwd"]
     assert parse_tool_calls('<tool_call>{"name": "bash", "argu', fmt="hermes") == (
         '<tool_call>{"name": "bash", "argu', [])  # half a call stays text
+    # A reply cut off at max_tokens after a whole JSON object but before </tool_call> is not a call either,
+    # nor is a complete call followed by an open one.
+    unclosed = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n'
+    assert parse_tool_calls(unclosed, fmt="hermes") == (unclosed, [])
+    assert parse_tool_calls(hermes + "\n" + unclosed, fmt="hermes") == (hermes + "\n" + unclosed, [])
+    for cut in ("<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n",
+                "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</tool_call>"):
+        assert parse_tool_calls(cut, fmt="qwen3_coder", tools=[BASH]) == (cut, [])  # no </function>
     xml = ("<tool_call>\n<function=edit>\n<parameter=path>\na.py\n</parameter>\n<parameter=line>\n3\n</parameter>\n"
            "</function>\n</tool_call>")
     tool = {"type": "function", "function": {"name": "edit", "parameters": {
@@ -190,6 +198,23 @@ def test_tool_call_parsers() -> None:
         [BASH], chat_template="{% for t in tools %}{% endfor %}")
     assert tools == [BASH] and native[0]["tool_calls"][0]["function"]["arguments"] == {"command": "ls"}
 
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("hermes", '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'),
+    ("hermes", '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n'),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</tool_call>"),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n"),
+], ids=["hermes", "hermes-unclosed", "xml", "xml-no-function-end", "xml-unclosed"])
+def test_the_server_and_the_agent_read_the_same_calls(fmt: str, text: str) -> None:
+    from codedojo.agent.actions import Action, parse_action
+
+    served = parse_tool_calls(text, fmt=fmt, tools=[BASH])[1]  # type: ignore[arg-type]
+    acted = parse_action(text, fmt=fmt)  # type: ignore[arg-type]
+    assert bool(served) == isinstance(acted, Action)
+    if served:
+        assert isinstance(acted, Action) and json.loads(served[0].arguments) == {"command": acted.command}
 
 class ScriptedEngine:
     """Just enough of LocalEngine for the chat route: answers with a fixed text, streamed token by token."""
