@@ -115,6 +115,10 @@ def test_sdk_errors_are_openai_shaped(server: Server) -> None:
     with pytest.raises(openai.BadRequestError) as bad:
         api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}], temperature=-1)
     assert bad.value.type == "invalid_request_error" and "temperature" in bad.value.message
+    with pytest.raises(openai.BadRequestError) as bad_tool:  # a tool that is not an object: 400, not 500
+        api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}],
+                                    tools=["bash"])  # type: ignore[list-item]
+    assert bad_tool.value.param == "tools" and "'bash'" in bad_tool.value.message
     with pytest.raises(openai.NotFoundError):
         api.models.retrieve("gpt-7")
     card = api.models.retrieve("tiny-llama")

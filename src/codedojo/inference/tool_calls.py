@@ -69,7 +69,8 @@ def check_tools(tools: Any) -> list[dict[str, Any]]:
         raise InvalidRequestError("tools must be a non-empty list of {\"type\": \"function\", ...}", param="tools")
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
-        if tool.get("type") != "function" or not isinstance(function, dict) or not function.get("name"):
+        # A non-dict tool has no function: the first test answers it (a 400 naming tools, not a crash).
+        if not isinstance(function, dict) or tool.get("type") != "function" or not function.get("name"):
             raise InvalidRequestError(
                 f"each tool must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {tool!r}",
                 param="tools",
