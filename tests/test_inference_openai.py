@@ -20,6 +20,7 @@ from aiohttp import web
 
 from codedojo.inference import Completion, SamplingParams, TinyModel
 from codedojo.inference.engine import StreamedToken
+from codedojo.inference.errors import EngineClosedError
 from codedojo.inference.server import InferenceServer
 from codedojo.inference.tool_calls import parse_tool_calls, prepare_messages
 from test_inference_server import Server
@@ -112,6 +113,10 @@ def test_sdk_errors_are_openai_shaped(server: Server) -> None:
         api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "x" * 2100}])
     assert overflow.value.code == "context_length_exceeded"
     assert "maximum context length is 2048 tokens" in overflow.value.message
+    with pytest.raises(openai.BadRequestError) as streamed:  # a 400 before the stream, not a broken stream
+        api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "x" * 2100}],
+                                    stream=True)
+    assert streamed.value.code == "context_length_exceeded" and streamed.value.status_code == 400
     with pytest.raises(openai.BadRequestError) as bad:
         api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}], temperature=-1)
     assert bad.value.type == "invalid_request_error" and "temperature" in bad.value.message
@@ -221,11 +226,16 @@ def test_the_server_and_the_agent_read_the_same_calls(fmt: str, text: str) -> No
         assert isinstance(acted, Action) and json.loads(served[0].arguments) == {"command": acted.command}
 
 class ScriptedEngine:
-    """Just enough of LocalEngine for the chat route: answers with a fixed text, streamed token by token."""
+    """Just enough of LocalEngine for the chat route: answers with a fixed text, streamed token by token
+    (or fails with `fail` after `fail_after` tokens)."""
 
-    def __init__(self, tokenizer: Any, text: str) -> None:
+    def __init__(self, tokenizer: Any, text: str, *, fail: Exception | None = None, fail_after: int = 0) -> None:
         self.tokenizer = tokenizer
         self.ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        self.fail, self.fail_after = fail, fail_after
+
+    def validate_request(self, prompt: Sequence[int], params: SamplingParams, **_: Any) -> list[int]:
+        return list(prompt)
 
     def _completion(self, prompt: Sequence[int]) -> Completion:
         return Completion(token_ids=tuple(self.ids), logprobs=(-1.0,) * len(self.ids), finish_reason="stop",
@@ -236,9 +246,19 @@ class ScriptedEngine:
 
     async def stream(self, prompt: Sequence[int], params: SamplingParams, **_: Any
                      ) -> AsyncIterator[StreamedToken | Completion]:
-        for token in self.ids:
+        for i, token in enumerate(self.ids):
+            if self.fail is not None and i == self.fail_after:
+                raise self.fail
             yield StreamedToken(token, -1.0, ())
         yield self._completion(prompt)
+
+
+async def serve_app(app: web.Application) -> tuple[web.AppRunner, str]:
+    """Run app on a free port; (runner to clean up, OpenAI base url)."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
 
 
 def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
@@ -246,11 +266,7 @@ def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
     app = InferenceServer(ScriptedEngine(tokenizer, reply), model_name="tiny-llama").app()  # type: ignore[arg-type]
 
     async def run() -> tuple[Any, list[Any]]:
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        runner, url = await serve_app(app)
         api = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
         request = {"model": "tiny-llama", "messages": [{"role": "user", "content": "go"}], "tools": [BASH]}
         plain = await api.chat.completions.create(**request)
@@ -270,6 +286,33 @@ def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
     assert [(d.index, d.function.name, json.loads(d.function.arguments)) for d in deltas] == [
         (0, "bash", {"command": "cat é.txt"})]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_failure_after_the_stream_started_is_an_error_event(tokenizer) -> None:
+    failure = EngineClosedError("the engine was closed while the request ran")
+    engine = ScriptedEngine(tokenizer, "some words", fail=failure, fail_after=2)
+    app = InferenceServer(engine, model_name="tiny-llama").app()  # type: ignore[arg-type]
+
+    async def run() -> tuple[list[Any], BaseException]:
+        runner, url = await serve_app(app)
+        api = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+        chunks: list[Any] = []
+        try:
+            stream = await api.chat.completions.create(model="tiny-llama", stream=True,
+                                                       messages=[{"role": "user", "content": "go"}])
+            with pytest.raises(openai.APIError) as raised:
+                async for chunk in stream:
+                    chunks.append(chunk)
+        finally:
+            await api.close()
+            await runner.cleanup()
+        return chunks, raised.value
+
+    chunks, error = asyncio.run(run())
+    assert chunks  # the stream had started (role and first tokens)
+    assert not isinstance(error, openai.APIConnectionError)  # an error event, not a dropped connection
+    assert error.code == "engine_closed" and "closed while the request ran" in error.message
+    assert error.type == "server_error"
 
 
 def test_a_client_that_disconnects_cancels_its_generation(server: Server) -> None:
@@ -305,6 +348,8 @@ def test_litellm_maps_our_errors_to_its_exceptions(server: Server, monkeypatch: 
     assert ok.choices[0].finish_reason in ("stop", "length")
     with pytest.raises(litellm.ContextWindowExceededError):
         litellm.completion(messages=[{"role": "user", "content": "y" * 2100}], **settings)
+    with pytest.raises(litellm.ContextWindowExceededError):
+        list(litellm.completion(messages=[{"role": "user", "content": "y" * 2100}], stream=True, **settings))
     with pytest.raises(litellm.NotFoundError):
         litellm.completion(messages=[{"role": "user", "content": "hi"}], **{**settings, "model": "openai/gpt-7"})
     with pytest.raises(litellm.BadRequestError):

@@ -168,8 +168,7 @@ class LocalEngine:
         self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None,
         rid: str | None = None,
     ) -> Completion:
-        self._check_open()
-        prompt = self._validate(prompt_ids, params, session_id)
+        prompt = self.validate_request(prompt_ids, params, session_id=session_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
         request = self._request(prompt, params, session_id, _deliver_to(loop, future), rid=rid)
@@ -186,9 +185,10 @@ class LocalEngine:
     ) -> AsyncIterator[StreamedToken | Completion]:
         """Like `generate`, but yields each sampled token as it comes, then the `Completion`.
 
-        Closing the iterator early (or cancelling its consumer) cancels the request."""
-        self._check_open()
-        prompt = self._validate(prompt_ids, params, session_id)
+        Closing the iterator early (or cancelling its consumer) cancels the request. Being a generator, it
+        checks the request only when first iterated: a server that answers with a stream calls
+        `validate_request` before it sends its status line."""
+        prompt = self.validate_request(prompt_ids, params, session_id=session_id)
         loop = asyncio.get_running_loop()
         tokens: asyncio.Queue[StreamedToken | Completion | BaseException] = asyncio.Queue()
 
@@ -321,7 +321,12 @@ class LocalEngine:
             self._check_open()
             self._inbox.put(command)
 
-    def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, session_id: str | None) -> list[int]:
+    def validate_request(
+        self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None
+    ) -> list[int]:
+        """The prompt as ints, or the error `generate` would raise for this request (a closed engine, bad
+        params or session id, token ids outside the vocabulary, a prompt that fills the context)."""
+        self._check_open()
         if not isinstance(params, SamplingParams):
             raise InvalidRequestError(f"params must be a SamplingParams, got {type(params).__name__}")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):

@@ -42,7 +42,13 @@ from aiohttp import web
 
 import codedojo
 from codedojo.inference.engine import PAUSE_MODES, LocalEngine
-from codedojo.inference.errors import InferenceError, InvalidRequestError, ModelNotFoundError, RouteNotFoundError
+from codedojo.inference.errors import (
+    InferenceError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    RouteNotFoundError,
+    error_body,
+)
 from codedojo.inference.openai_chat import ChatCompletions, TokenText, trim_stop
 from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.inference.wire import sglang_to_params
@@ -64,11 +70,6 @@ GENERATE_KEYS = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def error_body(error: InferenceError) -> dict[str, Any]:
-    kind = "invalid_request_error" if error.http_status < 500 else "server_error"
-    return {"error": {"message": str(error), "type": kind, "param": error.param, "code": error.type_name}}
 
 
 def error_response(error: InferenceError) -> web.Response:
