@@ -394,6 +394,24 @@ def test_prefix_cache_entries_are_evicted_before_sessions(loaded: LoadedModel) -
     assert stats["parked_tokens"] + stats["kv_allocated_tokens"] <= 1024 + 500
 
 
+def test_sequences_shorter_than_a_block_are_not_cached(engine: LocalEngine) -> None:
+    from codedojo.inference.prefix_index import BLOCK_TOKENS
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=2, ignore_eos=True)
+
+    async def run() -> tuple[int, int]:
+        for _ in range(3):  # what /health_generate sends: [0], one token
+            await engine.generate([0], SamplingParams(temperature=0.0, max_new_tokens=1))
+        await engine.generate(prompt_of(BLOCK_TOKENS - 2, seed=60), params)  # KV for BLOCK_TOKENS - 1 positions
+        short = (await engine.stats())["prefix_cache_entries"]
+        await engine.generate(prompt_of(BLOCK_TOKENS, seed=61), params)
+        return short, (await engine.stats())["prefix_cache_entries"]
+
+    short, long = asyncio.run(run())
+    assert short == 0  # the index could never find them: parking them would only take memory
+    assert long == 1
+
+
 def test_prefix_index_finds_the_deepest_shared_block() -> None:
     import numpy as np
 

@@ -15,6 +15,8 @@ Invariants (the scheduler is single-threaded: only the engine's worker thread to
   anonymous entry in `cached` (an entry whose tokens are a prefix of a newer one's is dropped, it adds
   nothing). Parked KV of sessions and entries is found through a block-hash `PrefixIndex`, so a client
   that never sends a session id (the OpenAI SDK, litellm) still prefills only what is new each turn.
+  An anonymous sequence shorter than one index block (`BLOCK_TOKENS`) is not parked: the index could
+  never find it (a session's own parked KV, however short, is found directly).
 - Parked KV + allocated rows stay within `kv_budget_tokens`. Anonymous entries are evicted first, least
   recently used first, then sessions' parked KV, least recently used first (sessions stay the fast
   path); an evicted sequence's next turn is recomputed from scratch, transparently.
@@ -31,7 +33,7 @@ import torch
 
 from codedojo.inference.errors import InvalidRequestError, SessionBusyError, UnknownSessionError
 from codedojo.inference.kv_cache import KVCache, ParkedKV
-from codedojo.inference.prefix_index import PrefixIndex
+from codedojo.inference.prefix_index import BLOCK_TOKENS, PrefixIndex
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 from codedojo.inference.sampler import RowSampling, sample, top_logprobs
 from codedojo.inference.step_batch import build_step
@@ -477,7 +479,7 @@ class Scheduler:
                 self._park(session, row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
                 self.sessions.move_to_end(request.session_id)
                 self._note_peak()
-        elif park and self.prefix_cache and request.kv_len:
+        elif park and self.prefix_cache and request.kv_len >= BLOCK_TOKENS:
             self._cache_anonymous(row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
             self._note_peak()
         last = len(self.rows) - 1
