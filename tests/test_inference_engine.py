@@ -412,6 +412,44 @@ def test_sequences_shorter_than_a_block_are_not_cached(engine: LocalEngine) -> N
     assert long == 1
 
 
+def test_within_budget_no_parked_entry_is_visited_and_a_finished_sequence_is_hashed_once(
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import OrderedDict
+
+    from codedojo.inference import prefix_index, scheduler
+
+    class Watched(OrderedDict):
+        walks = 0
+
+        def values(self):  # what eviction walks
+            Watched.walks += 1
+            return super().values()
+
+    hashed: list[int] = []
+    real = prefix_index.block_hashes
+
+    def counting(tokens):
+        hashed.append(len(tokens))
+        return real(tokens)
+
+    monkeypatch.setattr(prefix_index, "block_hashes", counting)
+    monkeypatch.setattr(scheduler, "block_hashes", counting)
+    params = SamplingParams(temperature=0.0, max_new_tokens=5, ignore_eos=True)
+
+    async def run() -> None:
+        def watch(s) -> None:
+            s.sessions = Watched(s.sessions)
+
+        await engine.call(watch)
+        await engine.generate(prompt_of(40, seed=70), params, session_id="watched")  # far within 65k tokens
+        await engine.generate(prompt_of(40, seed=71), params)
+
+    asyncio.run(run())
+    assert Watched.walks == 0
+    assert hashed.count(40 + 5 - 1) == 2  # the session's parked KV, then the anonymous entry: once each
+
+
 def test_prefix_index_finds_the_deepest_shared_block() -> None:
     import numpy as np
 

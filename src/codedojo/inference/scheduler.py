@@ -33,7 +33,7 @@ import torch
 
 from codedojo.inference.errors import InvalidRequestError, SessionBusyError, UnknownSessionError
 from codedojo.inference.kv_cache import KVCache, ParkedKV
-from codedojo.inference.prefix_index import BLOCK_TOKENS, PrefixIndex
+from codedojo.inference.prefix_index import BLOCK_TOKENS, PrefixIndex, block_hashes
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 from codedojo.inference.sampler import RowSampling, sample, top_logprobs
 from codedojo.inference.step_batch import build_step
@@ -427,6 +427,8 @@ class Scheduler:
 
     def _evict(self, *, protect: Session | None, allocation: int | None = None) -> None:
         allocated = self.cache.allocated_tokens if allocation is None else allocation
+        if allocated + self.parked_tokens <= self.kv_budget_tokens:
+            return  # the usual case (every admission and finish asks): no list of every parked entry
         for session in [*self.cached, *self.sessions.values()]:
             if allocated + self.parked_tokens <= self.kv_budget_tokens:
                 return
@@ -442,19 +444,20 @@ class Scheduler:
         self.index.remove(session)
         self.cached.pop(session, None)
 
-    def _park(self, session: Session, row: int, tokens: np.ndarray) -> None:
+    def _park(self, session: Session, row: int, tokens: np.ndarray, *, hashes: list[int] | None = None) -> None:
         session.parked = self.cache.park(row, len(tokens))
         session.tokens = tokens
         self.parked_tokens += len(tokens)
-        self.index.add(session, tokens)
+        self.index.add(session, tokens, hashes=hashes)
 
     def _cache_anonymous(self, row: int, tokens: np.ndarray) -> None:
         """Park a sessionless request's KV as an anonymous entry, replacing entries it extends."""
-        for entry in self.index.candidates(tokens):
+        hashes = list(block_hashes(tokens))  # once, for both the lookup and the registration
+        for entry in self.index.candidates(tokens, hashes=hashes):
             if entry in self.cached and _common_prefix(entry.tokens, tokens) == len(entry.tokens):
                 self._drop_parked(entry)
         entry = Session(tokens=tokens)
-        self._park(entry, row, tokens)
+        self._park(entry, row, tokens, hashes=hashes)
         self.cached[entry] = None
 
     def _forget_old_sessions(self) -> None:
