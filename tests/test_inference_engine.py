@@ -311,6 +311,35 @@ def test_weight_update_waits_for_running_requests_or_aborts_them(engine: LocalEn
     assert aborted.finish_reason == "abort" and len(aborted.token_ids) < 300
 
 
+def test_weight_update_while_paused_in_place_fails_fast_or_aborts(engine: LocalEngine, hf) -> None:
+    long = SamplingParams(max_new_tokens=490, ignore_eos=True)
+
+    async def run():
+        # (wait_for only keeps a regression from hanging the suite: the answers come at once)
+        first = asyncio.ensure_future(engine.generate(prompt_of(10, seed=18), long))
+        await asyncio.sleep(0.05)
+        await engine.pause(mode="in_place")
+        with pytest.raises(InvalidRequestError, match="paused \\(mode 'in_place'\\)") as refused:
+            await asyncio.wait_for(engine.update_weights(hf.state_dict()), 30)
+        await engine.resume()
+        # An update already waiting for running rows is refused when a pause keeps them in place.
+        waiting = asyncio.ensure_future(engine.update_weights(hf.state_dict()))
+        await asyncio.sleep(0.01)
+        await engine.pause(mode="retract")
+        with pytest.raises(InvalidRequestError, match="retract"):
+            await asyncio.wait_for(waiting, 30)
+        version = await asyncio.wait_for(engine.update_weights(hf.state_dict(), abort_running=True), 30)
+        aborted = await asyncio.wait_for(first, 30)
+        await engine.resume()
+        after = await engine.generate(prompt_of(10, seed=19), SamplingParams(max_new_tokens=2))
+        return refused.value, version, aborted, after
+
+    refused, version, aborted, after = asyncio.run(run())
+    assert "continue generation first" in str(refused)
+    assert version == 1 and aborted.finish_reason == "abort" and aborted.weight_version == 0
+    assert after.weight_version == 1
+
+
 def test_many_concurrent_sessions(engine: LocalEngine, hf) -> None:
     params = SamplingParams(temperature=1.0, max_new_tokens=6, ignore_eos=True)
 

@@ -450,6 +450,50 @@ def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server, tokenizer
     assert seen["/flush_cache"][0] == 200 and seen["stats"]["prefix_cache_entries"] == 0
 
 
+def test_while_paused_in_place_health_is_503_and_a_weight_update_is_refused(server: Server, tmp_path: Path) -> None:
+    TinyModel().load().hf_model().save_pretrained(tmp_path)
+
+    async def run() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/stats") as response:
+                entries = (await response.json())["prefix_cache_entries"]
+            async with http.get(server.url + "/health_generate") as response:
+                seen["health"] = response.status
+            async with http.get(server.url + "/stats") as response:
+                seen["new_entries"] = (await response.json())["prefix_cache_entries"] - entries
+            long = {"input_ids": [5, 6, 7], "rid": "kept-1", "sampling_params": {"max_new_tokens": 1900,
+                                                                                "ignore_eos": True}}
+            task = asyncio.ensure_future(http.post(server.url + "/generate", json=long))
+            await asyncio.sleep(1.0)
+            async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
+                assert response.status == 200
+            try:
+                # (the timeouts only keep a regression from hanging the suite: both answers come at once)
+                timeout = aiohttp.ClientTimeout(total=30)
+                async with http.get(server.url + "/health_generate", timeout=timeout) as response:
+                    seen["paused_health"] = response.status
+                update = {"model_path": str(tmp_path)}
+                async with http.post(server.url + "/update_weights_from_disk", json=update,
+                                     timeout=timeout) as response:
+                    seen["update"] = (response.status, await response.json())
+            finally:
+                async with http.post(server.url + "/continue_generation") as response:
+                    assert response.status == 200
+                async with http.post(server.url + "/abort_request", json={"rid": "kept-1"}) as response:
+                    assert response.status == 200
+                async with await task as response:
+                    seen["kept"] = await response.json()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["health"] == 200 and seen["new_entries"] == 0  # a health check leaves no cache entry behind
+    assert seen["paused_health"] == 503
+    status, body = seen["update"]
+    assert status == 400 and "mode 'in_place'" in body["error"]["message"]
+    assert seen["kept"]["meta_info"]["finish_reason"]["type"] == "abort"
+
+
 def test_weight_versions_are_strings_and_can_be_named(server: Server, tmp_path: Path) -> None:
     TinyModel().load().hf_model().save_pretrained(tmp_path)
 

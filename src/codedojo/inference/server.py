@@ -166,7 +166,11 @@ class InferenceServer:
         return web.json_response({"status": "ok", "weight_version": self.version_label(self.engine.weight_version)})
 
     async def health_generate(self, request: web.Request) -> web.Response:
-        """SGLang's deep health check: generate one token; 200 with an empty body."""
+        """SGLang's deep health check: generate one token; 200 with an empty body. While generation is
+        paused no token comes: 503 at once (SGLang answers 503 when no output arrives within its
+        health-check timeout, 20 s by default)."""
+        if self.engine.paused:
+            return web.Response(status=503, text="generation is paused (/continue_generation resumes it)\n")
         await self.engine.generate([0], SamplingParams(temperature=0.0, max_new_tokens=1))
         return web.Response(status=200)
 
