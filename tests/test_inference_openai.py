@@ -494,6 +494,20 @@ def test_while_paused_in_place_health_is_503_and_a_weight_update_is_refused(serv
     assert seen["kept"]["meta_info"]["finish_reason"]["type"] == "abort"
 
 
+def test_top_p_replay_ids_are_refused_by_name(server: Server) -> None:
+    async def run() -> list[tuple[int, str]]:
+        answers = []
+        async with aiohttp.ClientSession() as http:
+            for body in ({"input_ids": [5, 6], "return_top_p_token_ids": True},
+                         {"input_ids": [5, 6], "sampling_params": {"return_top_p_token_ids": True}}):
+                async with http.post(server.url + "/generate", json=body) as response:
+                    answers.append((response.status, (await response.json())["error"]["message"]))
+        return answers
+
+    for status, message in asyncio.run(run()):
+        assert status == 400 and "return_top_p_token_ids" in message
+
+
 def test_weight_versions_are_strings_and_can_be_named(server: Server, tmp_path: Path) -> None:
     TinyModel().load().hf_model().save_pretrained(tmp_path)
 
