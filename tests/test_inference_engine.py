@@ -311,6 +311,35 @@ def test_weight_update_waits_for_running_requests_or_aborts_them(engine: LocalEn
     assert aborted.finish_reason == "abort" and len(aborted.token_ids) < 300
 
 
+def test_weight_update_while_paused_in_place_fails_fast_or_aborts(engine: LocalEngine, hf) -> None:
+    long = SamplingParams(max_new_tokens=490, ignore_eos=True)
+
+    async def run():
+        # (wait_for only keeps a regression from hanging the suite: the answers come at once)
+        first = asyncio.ensure_future(engine.generate(prompt_of(10, seed=18), long))
+        await asyncio.sleep(0.05)
+        await engine.pause(mode="in_place")
+        with pytest.raises(InvalidRequestError, match="paused \\(mode 'in_place'\\)") as refused:
+            await asyncio.wait_for(engine.update_weights(hf.state_dict()), 30)
+        await engine.resume()
+        # An update already waiting for running rows is refused when a pause keeps them in place.
+        waiting = asyncio.ensure_future(engine.update_weights(hf.state_dict()))
+        await asyncio.sleep(0.01)
+        await engine.pause(mode="retract")
+        with pytest.raises(InvalidRequestError, match="retract"):
+            await asyncio.wait_for(waiting, 30)
+        version = await asyncio.wait_for(engine.update_weights(hf.state_dict(), abort_running=True), 30)
+        aborted = await asyncio.wait_for(first, 30)
+        await engine.resume()
+        after = await engine.generate(prompt_of(10, seed=19), SamplingParams(max_new_tokens=2))
+        return refused.value, version, aborted, after
+
+    refused, version, aborted, after = asyncio.run(run())
+    assert "continue generation first" in str(refused)
+    assert version == 1 and aborted.finish_reason == "abort" and aborted.weight_version == 0
+    assert after.weight_version == 1
+
+
 def test_many_concurrent_sessions(engine: LocalEngine, hf) -> None:
     params = SamplingParams(temperature=1.0, max_new_tokens=6, ignore_eos=True)
 
@@ -392,6 +421,62 @@ def test_prefix_cache_entries_are_evicted_before_sessions(loaded: LoadedModel) -
     assert stats["evictions"] >= 2
     assert stats["parked_sessions"] == ["kept"]
     assert stats["parked_tokens"] + stats["kv_allocated_tokens"] <= 1024 + 500
+
+
+def test_sequences_shorter_than_a_block_are_not_cached(engine: LocalEngine) -> None:
+    from codedojo.inference.prefix_index import BLOCK_TOKENS
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=2, ignore_eos=True)
+
+    async def run() -> tuple[int, int]:
+        for _ in range(3):  # what /health_generate sends: [0], one token
+            await engine.generate([0], SamplingParams(temperature=0.0, max_new_tokens=1))
+        await engine.generate(prompt_of(BLOCK_TOKENS - 2, seed=60), params)  # KV for BLOCK_TOKENS - 1 positions
+        short = (await engine.stats())["prefix_cache_entries"]
+        await engine.generate(prompt_of(BLOCK_TOKENS, seed=61), params)
+        return short, (await engine.stats())["prefix_cache_entries"]
+
+    short, long = asyncio.run(run())
+    assert short == 0  # the index could never find them: parking them would only take memory
+    assert long == 1
+
+
+def test_within_budget_no_parked_entry_is_visited_and_a_finished_sequence_is_hashed_once(
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import OrderedDict
+
+    from codedojo.inference import prefix_index, scheduler
+
+    class Watched(OrderedDict):
+        walks = 0
+
+        def values(self):  # what eviction walks
+            Watched.walks += 1
+            return super().values()
+
+    hashed: list[int] = []
+    real = prefix_index.block_hashes
+
+    def counting(tokens):
+        hashed.append(len(tokens))
+        return real(tokens)
+
+    monkeypatch.setattr(prefix_index, "block_hashes", counting)
+    monkeypatch.setattr(scheduler, "block_hashes", counting)
+    params = SamplingParams(temperature=0.0, max_new_tokens=5, ignore_eos=True)
+
+    async def run() -> None:
+        def watch(s) -> None:
+            s.sessions = Watched(s.sessions)
+
+        await engine.call(watch)
+        await engine.generate(prompt_of(40, seed=70), params, session_id="watched")  # far within 65k tokens
+        await engine.generate(prompt_of(40, seed=71), params)
+
+    asyncio.run(run())
+    assert Watched.walks == 0
+    assert hashed.count(40 + 5 - 1) == 2  # the session's parked KV, then the anonymous entry: once each
 
 
 def test_prefix_index_finds_the_deepest_shared_block() -> None:

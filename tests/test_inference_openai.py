@@ -20,6 +20,7 @@ from aiohttp import web
 
 from codedojo.inference import Completion, SamplingParams, TinyModel
 from codedojo.inference.engine import StreamedToken
+from codedojo.inference.errors import EngineClosedError
 from codedojo.inference.server import InferenceServer
 from codedojo.inference.tool_calls import parse_tool_calls, prepare_messages
 from test_inference_server import Server
@@ -112,9 +113,17 @@ def test_sdk_errors_are_openai_shaped(server: Server) -> None:
         api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "x" * 2100}])
     assert overflow.value.code == "context_length_exceeded"
     assert "maximum context length is 2048 tokens" in overflow.value.message
+    with pytest.raises(openai.BadRequestError) as streamed:  # a 400 before the stream, not a broken stream
+        api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "x" * 2100}],
+                                    stream=True)
+    assert streamed.value.code == "context_length_exceeded" and streamed.value.status_code == 400
     with pytest.raises(openai.BadRequestError) as bad:
         api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}], temperature=-1)
     assert bad.value.type == "invalid_request_error" and "temperature" in bad.value.message
+    with pytest.raises(openai.BadRequestError) as bad_tool:  # a tool that is not an object: 400, not 500
+        api.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "hi"}],
+                                    tools=["bash"])  # type: ignore[list-item]
+    assert bad_tool.value.param == "tools" and "'bash'" in bad_tool.value.message
     with pytest.raises(openai.NotFoundError):
         api.models.retrieve("gpt-7")
     card = api.models.retrieve("tiny-llama")
@@ -177,6 +186,14 @@ def test_tool_call_parsers() -> None:
     assert [json.loads(c.arguments)["command"] for c in parse_tool_calls(two, fmt="hermes")[1]] == ["ls -la", "pwd"]
     assert parse_tool_calls('<tool_call>{"name": "bash", "argu', fmt="hermes") == (
         '<tool_call>{"name": "bash", "argu', [])  # half a call stays text
+    # A reply cut off at max_tokens after a whole JSON object but before </tool_call> is not a call either,
+    # nor is a complete call followed by an open one.
+    unclosed = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n'
+    assert parse_tool_calls(unclosed, fmt="hermes") == (unclosed, [])
+    assert parse_tool_calls(hermes + "\n" + unclosed, fmt="hermes") == (hermes + "\n" + unclosed, [])
+    for cut in ("<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n",
+                "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</tool_call>"):
+        assert parse_tool_calls(cut, fmt="qwen3_coder", tools=[BASH]) == (cut, [])  # no </function>
     xml = ("<tool_call>\n<function=edit>\n<parameter=path>\na.py\n</parameter>\n<parameter=line>\n3\n</parameter>\n"
            "</function>\n</tool_call>")
     tool = {"type": "function", "function": {"name": "edit", "parameters": {
@@ -191,12 +208,34 @@ def test_tool_call_parsers() -> None:
     assert tools == [BASH] and native[0]["tool_calls"][0]["function"]["arguments"] == {"command": "ls"}
 
 
-class ScriptedEngine:
-    """Just enough of LocalEngine for the chat route: answers with a fixed text, streamed token by token."""
 
-    def __init__(self, tokenizer: Any, text: str) -> None:
+@pytest.mark.parametrize("fmt, text", [
+    ("hermes", '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'),
+    ("hermes", '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n'),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</tool_call>"),
+    ("qwen3_coder", "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n"),
+], ids=["hermes", "hermes-unclosed", "xml", "xml-no-function-end", "xml-unclosed"])
+def test_the_server_and_the_agent_read_the_same_calls(fmt: str, text: str) -> None:
+    from codedojo.agent.actions import Action, parse_action
+
+    served = parse_tool_calls(text, fmt=fmt, tools=[BASH])[1]  # type: ignore[arg-type]
+    acted = parse_action(text, fmt=fmt)  # type: ignore[arg-type]
+    assert bool(served) == isinstance(acted, Action)
+    if served:
+        assert isinstance(acted, Action) and json.loads(served[0].arguments) == {"command": acted.command}
+
+class ScriptedEngine:
+    """Just enough of LocalEngine for the chat route: answers with a fixed text, streamed token by token
+    (or fails with `fail` after `fail_after` tokens)."""
+
+    def __init__(self, tokenizer: Any, text: str, *, fail: Exception | None = None, fail_after: int = 0) -> None:
         self.tokenizer = tokenizer
         self.ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        self.fail, self.fail_after = fail, fail_after
+
+    def validate_request(self, prompt: Sequence[int], params: SamplingParams, **_: Any) -> list[int]:
+        return list(prompt)
 
     def _completion(self, prompt: Sequence[int]) -> Completion:
         return Completion(token_ids=tuple(self.ids), logprobs=(-1.0,) * len(self.ids), finish_reason="stop",
@@ -207,9 +246,19 @@ class ScriptedEngine:
 
     async def stream(self, prompt: Sequence[int], params: SamplingParams, **_: Any
                      ) -> AsyncIterator[StreamedToken | Completion]:
-        for token in self.ids:
+        for i, token in enumerate(self.ids):
+            if self.fail is not None and i == self.fail_after:
+                raise self.fail
             yield StreamedToken(token, -1.0, ())
         yield self._completion(prompt)
+
+
+async def serve_app(app: web.Application) -> tuple[web.AppRunner, str]:
+    """Run app on a free port; (runner to clean up, OpenAI base url)."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
 
 
 def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
@@ -217,11 +266,7 @@ def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
     app = InferenceServer(ScriptedEngine(tokenizer, reply), model_name="tiny-llama").app()  # type: ignore[arg-type]
 
     async def run() -> tuple[Any, list[Any]]:
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        runner, url = await serve_app(app)
         api = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
         request = {"model": "tiny-llama", "messages": [{"role": "user", "content": "go"}], "tools": [BASH]}
         plain = await api.chat.completions.create(**request)
@@ -241,6 +286,33 @@ def test_tool_calls_come_back_parsed_plain_and_streamed(tokenizer) -> None:
     assert [(d.index, d.function.name, json.loads(d.function.arguments)) for d in deltas] == [
         (0, "bash", {"command": "cat é.txt"})]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_failure_after_the_stream_started_is_an_error_event(tokenizer) -> None:
+    failure = EngineClosedError("the engine was closed while the request ran")
+    engine = ScriptedEngine(tokenizer, "some words", fail=failure, fail_after=2)
+    app = InferenceServer(engine, model_name="tiny-llama").app()  # type: ignore[arg-type]
+
+    async def run() -> tuple[list[Any], BaseException]:
+        runner, url = await serve_app(app)
+        api = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+        chunks: list[Any] = []
+        try:
+            stream = await api.chat.completions.create(model="tiny-llama", stream=True,
+                                                       messages=[{"role": "user", "content": "go"}])
+            with pytest.raises(openai.APIError) as raised:
+                async for chunk in stream:
+                    chunks.append(chunk)
+        finally:
+            await api.close()
+            await runner.cleanup()
+        return chunks, raised.value
+
+    chunks, error = asyncio.run(run())
+    assert chunks  # the stream had started (role and first tokens)
+    assert not isinstance(error, openai.APIConnectionError)  # an error event, not a dropped connection
+    assert error.code == "engine_closed" and "closed while the request ran" in error.message
+    assert error.type == "server_error"
 
 
 def test_a_client_that_disconnects_cancels_its_generation(server: Server) -> None:
@@ -276,6 +348,8 @@ def test_litellm_maps_our_errors_to_its_exceptions(server: Server, monkeypatch: 
     assert ok.choices[0].finish_reason in ("stop", "length")
     with pytest.raises(litellm.ContextWindowExceededError):
         litellm.completion(messages=[{"role": "user", "content": "y" * 2100}], **settings)
+    with pytest.raises(litellm.ContextWindowExceededError):
+        list(litellm.completion(messages=[{"role": "user", "content": "y" * 2100}], stream=True, **settings))
     with pytest.raises(litellm.NotFoundError):
         litellm.completion(messages=[{"role": "user", "content": "hi"}], **{**settings, "model": "openai/gpt-7"})
     with pytest.raises(litellm.BadRequestError):
@@ -374,6 +448,64 @@ def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server, tokenizer
     meta = seen["after_continue"]["meta_info"]
     assert len(meta["output_top_logprobs"]) == 2 and all(len(row) == 2 for row in meta["output_top_logprobs"])
     assert seen["/flush_cache"][0] == 200 and seen["stats"]["prefix_cache_entries"] == 0
+
+
+def test_while_paused_in_place_health_is_503_and_a_weight_update_is_refused(server: Server, tmp_path: Path) -> None:
+    TinyModel().load().hf_model().save_pretrained(tmp_path)
+
+    async def run() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url + "/stats") as response:
+                entries = (await response.json())["prefix_cache_entries"]
+            async with http.get(server.url + "/health_generate") as response:
+                seen["health"] = response.status
+            async with http.get(server.url + "/stats") as response:
+                seen["new_entries"] = (await response.json())["prefix_cache_entries"] - entries
+            long = {"input_ids": [5, 6, 7], "rid": "kept-1", "sampling_params": {"max_new_tokens": 1900,
+                                                                                "ignore_eos": True}}
+            task = asyncio.ensure_future(http.post(server.url + "/generate", json=long))
+            await asyncio.sleep(1.0)
+            async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
+                assert response.status == 200
+            try:
+                # (the timeouts only keep a regression from hanging the suite: both answers come at once)
+                timeout = aiohttp.ClientTimeout(total=30)
+                async with http.get(server.url + "/health_generate", timeout=timeout) as response:
+                    seen["paused_health"] = response.status
+                update = {"model_path": str(tmp_path)}
+                async with http.post(server.url + "/update_weights_from_disk", json=update,
+                                     timeout=timeout) as response:
+                    seen["update"] = (response.status, await response.json())
+            finally:
+                async with http.post(server.url + "/continue_generation") as response:
+                    assert response.status == 200
+                async with http.post(server.url + "/abort_request", json={"rid": "kept-1"}) as response:
+                    assert response.status == 200
+                async with await task as response:
+                    seen["kept"] = await response.json()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["health"] == 200 and seen["new_entries"] == 0  # a health check leaves no cache entry behind
+    assert seen["paused_health"] == 503
+    status, body = seen["update"]
+    assert status == 400 and "mode 'in_place'" in body["error"]["message"]
+    assert seen["kept"]["meta_info"]["finish_reason"]["type"] == "abort"
+
+
+def test_top_p_replay_ids_are_refused_by_name(server: Server) -> None:
+    async def run() -> list[tuple[int, str]]:
+        answers = []
+        async with aiohttp.ClientSession() as http:
+            for body in ({"input_ids": [5, 6], "return_top_p_token_ids": True},
+                         {"input_ids": [5, 6], "sampling_params": {"return_top_p_token_ids": True}}):
+                async with http.post(server.url + "/generate", json=body) as response:
+                    answers.append((response.status, (await response.json())["error"]["message"]))
+        return answers
+
+    for status, message in asyncio.run(run()):
+        assert status == 400 and "return_top_p_token_ids" in message
 
 
 def test_weight_versions_are_strings_and_can_be_named(server: Server, tmp_path: Path) -> None:

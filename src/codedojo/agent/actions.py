@@ -19,13 +19,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from codedojo.inference.tool_calls import TOOL_CALL, XML_FUNCTION, XML_PARAMETER
+
 ActionFormat = Literal["fenced", "hermes", "qwen3_coder"]
 ACTION_FORMATS: tuple[ActionFormat, ...] = ("fenced", "hermes", "qwen3_coder")
 
 _FENCED = re.compile(r"```[ \t]*(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
-_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 
 BASH_TOOL = {
     "type": "function",
@@ -73,7 +72,7 @@ def _parse_fenced(text: str) -> Action | FormatError:
 
 
 def _single_call(text: str) -> str | FormatError:
-    calls = _TOOL_CALL.findall(text)
+    calls = TOOL_CALL.findall(text)
     if not calls:
         return FormatError("your reply had no tool call: call the bash tool exactly once")
     if len(calls) > 1:
@@ -108,10 +107,10 @@ def _parse_qwen3_coder(text: str) -> Action | FormatError:
     call = _single_call(text)
     if isinstance(call, FormatError):
         return call
-    functions = _XML_FUNCTION.findall(call)
+    functions = XML_FUNCTION.findall(call)
     if len(functions) != 1 or functions[0][0] != "bash":
         return FormatError("call the bash tool as <function=bash><parameter=command>...</parameter></function>")
-    parameters = dict(_XML_PARAMETER.findall(functions[0][1]))
+    parameters = dict(XML_PARAMETER.findall(functions[0][1]))
     command = parameters.get("command", "").strip()
     if not command:
         return FormatError("the bash tool call needs a non-empty command parameter")

@@ -8,7 +8,9 @@ same event loop stays responsive while the worker computes.
 
 Weight updates wait until the running requests finish (new requests queue meanwhile, as slime does
 before a sync), or abort them with `abort_running=True`; then every cached KV is dropped and
-`weight_version` goes up by one.
+`weight_version` goes up by one. While generation is paused with requests kept in place, those requests
+never finish: an update then fails at once (InvalidRequestError naming the pause mode) unless it aborts
+them.
 
 Control (SGLang's admin routes call these): `abort(rid=...)` ends matching requests as "abort" with what
 they sampled so far; `pause(mode=...)` stops stepping until `resume()` ("abort" first aborts everything,
@@ -131,6 +133,8 @@ class LocalEngine:
         )
         self.paused = False
         """Set by `pause`, cleared by `resume` (read by the event loop; written by the worker)."""
+        self.pause_mode: str | None = None
+        """The mode of the pause in force, None when not paused."""
         self._eos = frozenset(eos_token_ids(tokenizer))
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -168,8 +172,7 @@ class LocalEngine:
         self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None,
         rid: str | None = None,
     ) -> Completion:
-        self._check_open()
-        prompt = self._validate(prompt_ids, params, session_id)
+        prompt = self.validate_request(prompt_ids, params, session_id=session_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
         request = self._request(prompt, params, session_id, _deliver_to(loop, future), rid=rid)
@@ -186,9 +189,10 @@ class LocalEngine:
     ) -> AsyncIterator[StreamedToken | Completion]:
         """Like `generate`, but yields each sampled token as it comes, then the `Completion`.
 
-        Closing the iterator early (or cancelling its consumer) cancels the request."""
-        self._check_open()
-        prompt = self._validate(prompt_ids, params, session_id)
+        Closing the iterator early (or cancelling its consumer) cancels the request. Being a generator, it
+        checks the request only when first iterated: a server that answers with a stream calls
+        `validate_request` before it sends its status line."""
+        prompt = self.validate_request(prompt_ids, params, session_id=session_id)
         loop = asyncio.get_running_loop()
         tokens: asyncio.Queue[StreamedToken | Completion | BaseException] = asyncio.Queue()
 
@@ -257,7 +261,8 @@ class LocalEngine:
         """Load HF-named weights (e.g. a trainer's `model.state_dict()`); returns the new weight_version.
 
         strict=False allows a partial update. Running requests finish first unless abort_running, which
-        ends them with finish_reason "abort".
+        ends them with finish_reason "abort". While paused ("in_place"/"retract") with running requests,
+        only abort_running=True can go ahead; otherwise InvalidRequestError naming the pause mode.
         """
         self._check_open()
         loop = asyncio.get_running_loop()
@@ -321,7 +326,12 @@ class LocalEngine:
             self._check_open()
             self._inbox.put(command)
 
-    def _validate(self, prompt_ids: Sequence[int], params: SamplingParams, session_id: str | None) -> list[int]:
+    def validate_request(
+        self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None
+    ) -> list[int]:
+        """The prompt as ints, or the error `generate` would raise for this request (a closed engine, bad
+        params or session id, token ids outside the vocabulary, a prompt that fills the context)."""
+        self._check_open()
         if not isinstance(params, SamplingParams):
             raise InvalidRequestError(f"params must be a SamplingParams, got {type(params).__name__}")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
@@ -400,6 +410,15 @@ class LocalEngine:
                     if command.abort_running:
                         for request in scheduler.rows:
                             request.cancelled = True
+                        scheduler.drop_cancelled()  # now: a paused engine takes no step that would
+            if update is not None and scheduler.rows and self.paused:
+                # Paused rows never step, so they never finish: waiting for them would hang the update.
+                update.done(InvalidRequestError(
+                    f"cannot update weights while generation is paused (mode {self.pause_mode!r}) with "
+                    f"{len(scheduler.rows)} request(s) kept in place: continue generation first, pause with "
+                    "mode 'abort', or abort them with the update (abort_all_requests / abort_running)"
+                ))
+                update = None
             if update is not None and not scheduler.rows:
                 try:
                     update.done(scheduler.load_weights(update.state, strict=update.strict))
@@ -424,10 +443,10 @@ class LocalEngine:
             if command.mode == "abort":
                 scheduler.abort()
                 scheduler.drop_cancelled()
-            self.paused = True
+            self.paused, self.pause_mode = True, command.mode
             return None
         if command.kind == "resume":
-            self.paused = False
+            self.paused, self.pause_mode = False, None
             return None
         if command.kind == "flush":
             return not scheduler.has_work() and scheduler.flush()

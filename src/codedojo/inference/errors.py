@@ -6,6 +6,8 @@ back, so a caller sees the same exception whether the engine is local or remote.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InferenceError(Exception):
     """Base class of everything codedojo.inference raises on purpose.
@@ -18,6 +20,12 @@ class InferenceError(Exception):
     def __init__(self, message: str = "", *, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+def error_body(error: InferenceError) -> dict[str, Any]:
+    """OpenAI's error object for `error` (what the server answers, and what a stream sends as an event)."""
+    kind = "invalid_request_error" if error.http_status < 500 else "server_error"
+    return {"error": {"message": str(error), "type": kind, "param": error.param, "code": error.type_name}}
 
 
 class InvalidRequestError(InferenceError, ValueError):

@@ -8,6 +8,10 @@ response's `prompt_token_ids`, and `weight_version`.
 Text is decoded from the whole output each time (never token by token), so multi-byte characters split
 across tokens come out whole; a stream holds back a trailing partial character, any tail that could
 still become a stop string, and everything from `<tool_call>` on (sent as tool-call deltas at the end).
+
+Errors in a stream: the request is checked (`LocalEngine.validate_request`) before the 200 goes out, so a
+context overflow is a plain 400 as without streaming; a failure after that is one `data: {"error": ...}`
+event (OpenAI's error object, which the openai SDK raises as an APIError) followed by `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from codedojo.inference.engine import LocalEngine, StreamedToken
-from codedojo.inference.errors import InvalidRequestError, ModelNotFoundError
+from codedojo.inference.errors import InferenceError, InvalidRequestError, ModelNotFoundError, error_body
 from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.inference.tool_calls import (
     CALL_START,
@@ -284,6 +288,9 @@ class ChatCompletions:
         })
 
     async def _stream(self, http: web.Request, request: ChatRequest) -> web.StreamResponse:
+        # The status line goes out with the first byte: whatever makes a 400 (a prompt that fills the
+        # context, ...) must be found before it; a failure after it can only be an error event.
+        self.engine.validate_request(request.prompt, request.params, session_id=request.session_id)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(http)
         chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -312,25 +319,33 @@ class ChatCompletions:
         results: list[Completion | None] = [None] * request.n
         markers = [*request.params.stop, *([CALL_START] if request.tools is not None else [])]
         try:
-            while any(r is None for r in results):
-                index, item = await events.get()
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, Completion):
-                    results[index] = item
-                    await self._send_end(send, request, index, item, sent[index])
-                    continue
-                outputs[index].append(item.token_id)
-                text = self._visible(outputs[index], markers)
-                choice: dict[str, Any] = {"index": index, "delta": {"content": text[sent[index]:]},
-                                          "logprobs": None, "finish_reason": None}
-                sent[index] = max(sent[index], len(text))
-                if request.logprobs:
-                    choice["logprobs"] = {"content": self.tokens.entries([item.token_id], [item.logprob],
-                                                                          [item.top_logprobs])}
-                await send([choice])
-            if request.include_usage:
-                await send([], usage=self._usage(request, [r for r in results if r is not None]))
+            try:
+                while any(r is None for r in results):
+                    index, item = await events.get()
+                    if isinstance(item, BaseException):
+                        raise item
+                    if isinstance(item, Completion):
+                        results[index] = item
+                        await self._send_end(send, request, index, item, sent[index])
+                        continue
+                    outputs[index].append(item.token_id)
+                    text = self._visible(outputs[index], markers)
+                    choice: dict[str, Any] = {"index": index, "delta": {"content": text[sent[index]:]},
+                                              "logprobs": None, "finish_reason": None}
+                    sent[index] = max(sent[index], len(text))
+                    if request.logprobs:
+                        choice["logprobs"] = {"content": self.tokens.entries([item.token_id], [item.logprob],
+                                                                              [item.top_logprobs])}
+                    await send([choice])
+                if request.include_usage:
+                    await send([], usage=self._usage(request, [r for r in results if r is not None]))
+            except (ConnectionError, asyncio.CancelledError):
+                raise  # the client is gone: nobody to tell
+            except Exception as error:
+                # The 200 is sent: the failure travels as an event, the shape the openai SDK raises from.
+                failure = error if isinstance(error, InferenceError) else InferenceError(
+                    f"{type(error).__name__}: {error}")
+                await response.write(f"data: {json.dumps(error_body(failure), ensure_ascii=False)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
         finally:
             for task in pumps:

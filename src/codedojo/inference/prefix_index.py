@@ -13,7 +13,7 @@ own parked KV and the running rows directly).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -41,9 +41,10 @@ class PrefixIndex(Generic[Entry]):
     def __len__(self) -> int:
         return len(self._hashes)
 
-    def add(self, entry: Entry, tokens: np.ndarray) -> None:
+    def add(self, entry: Entry, tokens: np.ndarray, *, hashes: list[int] | None = None) -> None:
+        """Register entry under tokens' block hashes (`hashes`: those, when the caller has them already)."""
         self.remove(entry)
-        hashes = list(block_hashes(tokens))
+        hashes = list(block_hashes(tokens)) if hashes is None else hashes
         self._hashes[entry] = hashes
         for h in hashes:
             self._by_hash.setdefault(h, {})[entry] = None
@@ -55,10 +56,11 @@ class PrefixIndex(Generic[Entry]):
             if not holders:
                 del self._by_hash[h]
 
-    def candidates(self, prompt: np.ndarray) -> list[Entry]:
-        """Entries sharing the most whole blocks with prompt (newest first, at most MAX_CANDIDATES)."""
+    def candidates(self, prompt: np.ndarray, *, hashes: Iterable[int] | None = None) -> list[Entry]:
+        """Entries sharing the most whole blocks with prompt (newest first, at most MAX_CANDIDATES);
+        `hashes`: block_hashes(prompt), when the caller has them already."""
         deepest: dict[Entry, None] | None = None
-        for h in block_hashes(prompt):
+        for h in block_hashes(prompt) if hashes is None else hashes:
             holders = self._by_hash.get(h)
             if holders is None:
                 break

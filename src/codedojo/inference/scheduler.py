@@ -15,6 +15,8 @@ Invariants (the scheduler is single-threaded: only the engine's worker thread to
   anonymous entry in `cached` (an entry whose tokens are a prefix of a newer one's is dropped, it adds
   nothing). Parked KV of sessions and entries is found through a block-hash `PrefixIndex`, so a client
   that never sends a session id (the OpenAI SDK, litellm) still prefills only what is new each turn.
+  An anonymous sequence shorter than one index block (`BLOCK_TOKENS`) is not parked: the index could
+  never find it (a session's own parked KV, however short, is found directly).
 - Parked KV + allocated rows stay within `kv_budget_tokens`. Anonymous entries are evicted first, least
   recently used first, then sessions' parked KV, least recently used first (sessions stay the fast
   path); an evicted sequence's next turn is recomputed from scratch, transparently.
@@ -31,7 +33,7 @@ import torch
 
 from codedojo.inference.errors import InvalidRequestError, SessionBusyError, UnknownSessionError
 from codedojo.inference.kv_cache import KVCache, ParkedKV
-from codedojo.inference.prefix_index import PrefixIndex
+from codedojo.inference.prefix_index import BLOCK_TOKENS, PrefixIndex, block_hashes
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 from codedojo.inference.sampler import RowSampling, sample, top_logprobs
 from codedojo.inference.step_batch import build_step
@@ -425,6 +427,8 @@ class Scheduler:
 
     def _evict(self, *, protect: Session | None, allocation: int | None = None) -> None:
         allocated = self.cache.allocated_tokens if allocation is None else allocation
+        if allocated + self.parked_tokens <= self.kv_budget_tokens:
+            return  # the usual case (every admission and finish asks): no list of every parked entry
         for session in [*self.cached, *self.sessions.values()]:
             if allocated + self.parked_tokens <= self.kv_budget_tokens:
                 return
@@ -440,19 +444,20 @@ class Scheduler:
         self.index.remove(session)
         self.cached.pop(session, None)
 
-    def _park(self, session: Session, row: int, tokens: np.ndarray) -> None:
+    def _park(self, session: Session, row: int, tokens: np.ndarray, *, hashes: list[int] | None = None) -> None:
         session.parked = self.cache.park(row, len(tokens))
         session.tokens = tokens
         self.parked_tokens += len(tokens)
-        self.index.add(session, tokens)
+        self.index.add(session, tokens, hashes=hashes)
 
     def _cache_anonymous(self, row: int, tokens: np.ndarray) -> None:
         """Park a sessionless request's KV as an anonymous entry, replacing entries it extends."""
-        for entry in self.index.candidates(tokens):
+        hashes = list(block_hashes(tokens))  # once, for both the lookup and the registration
+        for entry in self.index.candidates(tokens, hashes=hashes):
             if entry in self.cached and _common_prefix(entry.tokens, tokens) == len(entry.tokens):
                 self._drop_parked(entry)
         entry = Session(tokens=tokens)
-        self._park(entry, row, tokens)
+        self._park(entry, row, tokens, hashes=hashes)
         self.cached[entry] = None
 
     def _forget_old_sessions(self) -> None:
@@ -477,7 +482,7 @@ class Scheduler:
                 self._park(session, row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
                 self.sessions.move_to_end(request.session_id)
                 self._note_peak()
-        elif park and self.prefix_cache and request.kv_len:
+        elif park and self.prefix_cache and request.kv_len >= BLOCK_TOKENS:
             self._cache_anonymous(row, np.asarray(request.tokens()[: request.kv_len], dtype=np.int64))
             self._note_peak()
         last = len(self.rows) - 1

@@ -42,7 +42,13 @@ from aiohttp import web
 
 import codedojo
 from codedojo.inference.engine import PAUSE_MODES, LocalEngine
-from codedojo.inference.errors import InferenceError, InvalidRequestError, ModelNotFoundError, RouteNotFoundError
+from codedojo.inference.errors import (
+    InferenceError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    RouteNotFoundError,
+    error_body,
+)
 from codedojo.inference.openai_chat import ChatCompletions, TokenText, trim_stop
 from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.inference.wire import sglang_to_params
@@ -64,11 +70,6 @@ GENERATE_KEYS = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def error_body(error: InferenceError) -> dict[str, Any]:
-    kind = "invalid_request_error" if error.http_status < 500 else "server_error"
-    return {"error": {"message": str(error), "type": kind, "param": error.param, "code": error.type_name}}
 
 
 def error_response(error: InferenceError) -> web.Response:
@@ -165,7 +166,11 @@ class InferenceServer:
         return web.json_response({"status": "ok", "weight_version": self.version_label(self.engine.weight_version)})
 
     async def health_generate(self, request: web.Request) -> web.Response:
-        """SGLang's deep health check: generate one token; 200 with an empty body."""
+        """SGLang's deep health check: generate one token; 200 with an empty body. While generation is
+        paused no token comes: 503 at once (SGLang answers 503 when no output arrives within its
+        health-check timeout, 20 s by default)."""
+        if self.engine.paused:
+            return web.Response(status=503, text="generation is paused (/continue_generation resumes it)\n")
         await self.engine.generate([0], SamplingParams(temperature=0.0, max_new_tokens=1))
         return web.Response(status=200)
 

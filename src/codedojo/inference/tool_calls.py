@@ -12,8 +12,12 @@ those templates expect). A template that does not (ChatML, SmolLM2) gets a syste
 describes the tools and the hermes format, past calls written out in that format and tool results as
 user turns in `<tool_response>` tags, so any chat model can be asked for tool calls.
 
-Parsing: the content is the text before the first `<tool_call>`; each call must parse completely, or the
-whole text stays content with no calls (a half-written call is not guessed at).
+Parsing: the content is the text before the first `<tool_call>`; each call must be closed (`</tool_call>`,
+and `</function>` in the XML format) and parse completely, or the whole text stays content with no calls:
+a reply cut off at max_tokens mid-call is not guessed at.
+
+`TOOL_CALL`, `XML_FUNCTION` and `XML_PARAMETER` are the one definition of the call syntax; the agent's
+action parser (`codedojo.agent.actions`) reads calls with the same patterns.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ from codedojo.inference.errors import InvalidRequestError
 ToolFormat = Literal["hermes", "qwen3_coder"]
 CALL_START = "<tool_call>"
 
-_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
-_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
+XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def check_tools(tools: Any) -> list[dict[str, Any]]:
         raise InvalidRequestError("tools must be a non-empty list of {\"type\": \"function\", ...}", param="tools")
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
-        if tool.get("type") != "function" or not isinstance(function, dict) or not function.get("name"):
+        # A non-dict tool has no function: the first test answers it (a 400 naming tools, not a crash).
+        if not isinstance(function, dict) or tool.get("type") != "function" or not function.get("name"):
             raise InvalidRequestError(
                 f"each tool must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {tool!r}",
                 param="tools",
@@ -138,8 +143,11 @@ def parse_tool_calls(
     start = text.find(CALL_START)
     if start < 0:
         return text, []
+    bodies = TOOL_CALL.findall(text, start)
+    if len(bodies) != text.count(CALL_START, start):
+        return text, []  # a call left open (the reply was cut off): not a call
     calls = []
-    for body in _CALL.findall(text[start:]):
+    for body in bodies:
         call = _parse_hermes(body) if fmt == "hermes" else _parse_xml(body, tools or [])
         if call is None:
             return text, []
@@ -166,14 +174,14 @@ def _parse_hermes(body: str) -> ToolCall | None:
 
 
 def _parse_xml(body: str, tools: list[dict[str, Any]]) -> ToolCall | None:
-    functions = _XML_FUNCTION.findall(body)
+    functions = XML_FUNCTION.findall(body)
     if len(functions) != 1:
         return None
     name, inner = functions[0]
     schema = next((t["function"].get("parameters") or {} for t in tools if t["function"]["name"] == name), {})
     properties = schema.get("properties") or {}
     arguments: dict[str, Any] = {}
-    for key, value in _XML_PARAMETER.findall(inner):
+    for key, value in XML_PARAMETER.findall(inner):
         kind = (properties.get(key) or {}).get("type", "string")
         # Values are written as raw text; a non-string parameter holds JSON (a number, a list, ...).
         arguments[key] = value if kind == "string" else _arguments_object(value)
