@@ -94,6 +94,19 @@ def test_a_bad_verifier_is_an_infrastructure_failure_not_a_zero(make_task: MakeT
     assert result.error is not None and message in result.error
 
 
+def test_a_verifier_error_shows_the_end_of_test_sh_output(make_task: MakeTask) -> None:
+    # test.sh's stdout and stderr go to /logs/verifier/test-stdout.txt; the hint must come from there.
+    test_sh = ("#!/bin/bash\nseq 1 5000\necho 'collected 0 items'\n"
+               "echo 'ModuleNotFoundError: no module named frobnicate' >&2\nexit 2\n")
+    result = trial(make_task(test_sh=test_sh), NopAgent())
+    assert result.status is EpisodeStatus.VERIFIER_ERROR and result.error is not None
+    assert "(test.sh exited 2; its output ends: " in result.error
+    assert result.error.endswith("collected 0 items\nModuleNotFoundError: no module named frobnicate)")
+    assert "\n1\n2\n3\n" not in result.error and len(result.error) < 500  # the end, not the whole log
+    silent = trial(make_task(test_sh="#!/bin/bash\nexit 0\n"), NopAgent())
+    assert silent.error is not None and silent.error.endswith("nor reward.txt (test.sh exited 0)")
+
+
 def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
     test_sh = ("#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt "
                "|| echo 0 > /logs/verifier/reward.txt\n")
