@@ -13,6 +13,10 @@ session fixture `docker_engine` (tests/conftest.py) uses this module to:
    reachable and the bundled example tasks (and the Harbor compatibility suite) build FROM those names.
 
 The docker SDK is imported inside the functions, so collecting the other tests never needs it.
+
+A machine without the SDK or an engine skips the container tests, except under CI (the environment
+variable CI set, as CI services set it): there they are part of the suite, so `unavailable` fails them
+instead, and a missing engine cannot pass as a green run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
 
 BASE_PACKAGES = ("python3", "git", "ca-certificates", "bash", "coreutils", "patch")
 BASE_REPOSITORY = "localhost/codedojo-test-base"
@@ -40,6 +48,25 @@ STAND_INS = (("docker.io/library/debian", "bookworm-slim"), ("docker.io/library/
              ("docker.io/library/ubuntu", "24.04"))
 API_VERSION = "1.41"  # a fixed version spares a slow /version call (as codedojo.sandbox.docker_host does)
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n'
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip a container test on a machine that lacks what it needs; fail it under CI (CI set)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, where the container tests must run, so this is an error, not a skip",
+                    pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def docker_sdk() -> ModuleType:
+    """The docker SDK module (for test modules that need it at import), by the rule of `unavailable`."""
+    try:
+        import docker
+    except ImportError:
+        docker = None
+    if docker is None:  # outside the except block: the skip or failure carries no chained ImportError
+        unavailable("the docker SDK is not installed (it is in the dev extra: pip install -e '.[dev]')")
+    return docker
 
 
 def missing_tools() -> list[str]:

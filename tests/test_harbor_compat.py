@@ -150,7 +150,8 @@ def test_validate_accepts_the_suite_and_strict_flags_only_the_unknown_key() -> N
 @pytest.mark.parametrize("name", sorted(DOCKER))
 def test_docker_backend_scores_as_harbor_or_names_what_it_refuses(docker_engine: Any, name: str,
                                                                   tmp_path: Path) -> None:
-    # docker_engine (tests/conftest.py): podman serving the Docker API, skipped when the SDK is absent.
+    # docker_engine (tests/conftest.py): podman serving the Docker API; skipped without an SDK or engine, failed
+    # instead when CI is set (podman_support.unavailable).
     task = Task.load(SUITE / name)
     oracle, nop = _both(task, TrialOptions(backend="docker", trials_dir=tmp_path))
     _check(name, DOCKER[name], oracle, nop)

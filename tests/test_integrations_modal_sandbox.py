@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -203,6 +204,25 @@ def test_exit_codes_and_workdirs() -> None:
     assert classify_exit(1, duration_sec=1.0, timeout_sec=10) == (False, False)
     assert task_workdir(_task(workdir="/repo/")) == "/repo"
     assert task_workdir(Task.load(examples_dir() / "hello-file")) == "/app"  # the Dockerfile's WORKDIR
+
+
+@pytest.mark.parametrize(("config", "where"), [
+    ({"agent": AgentConfig(user="agent")}, "[agent].user = 'agent'"),
+    ({"verifier": VerifierConfig(user=1000)}, "[verifier].user = 1000"),
+])
+def test_a_task_that_runs_as_another_user_is_refused_before_modal_is_asked(
+        config: dict[str, Any], where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import codedojo.integrations.modal_sandbox as backend
+
+    async def no_app(name: str) -> None:
+        raise AssertionError("the refusal must come before any Modal call")
+
+    monkeypatch.setattr(backend, "app_for", no_app)
+    task = Task(path=Path("/tasks/t"), instruction="do",
+                config=TaskConfig(environment=EnvironmentConfig(docker_image="x/y:1"), **config))  # type: ignore[arg-type]
+    with pytest.raises(SandboxStartError, match=rf"^/tasks/t: {re.escape(where)}: the modal backend does not run "
+                                                r"commands as another user yet; use the docker backend$"):
+        asyncio.run(ModalSandbox.start(task))
 
 
 class _Aio:

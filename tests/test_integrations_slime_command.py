@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
 from codedojo.config import AgentTaskDataset, Qwen3_6_27B, Recipe, TrainConfig
+from codedojo.integrations.slime_args import HookConfigError, HookSettings
 from codedojo.integrations.slime_command import (
     LAUNCHER_ONLY,
     MAPPED,
@@ -89,7 +91,7 @@ def test_the_tutorial_recipe_renders_the_golden_command() -> None:
         "agentic_max_steps": 75, "agentic_episode_timeout": 1800.0, "agentic_eval_timeout": None,
         "agentic_exec_timeout": 120.0, "agentic_max_format_errors": 3, "agentic_max_infra_retries": 2,
         "router_policy": "consistent_hashing", "custom_generate_function_path": "codedojo.integrations.slime.generate",
-        "skip_eval_before_train": False, "agentic_sandbox_backend": "local"}
+        "skip_eval_before_train": False, "agentic_sandbox_backend": "local", "agentic_sandbox_network": False}
     assert yaml.safe_load(command.files["eval_config.yaml"]) == {
         "defaults": {"n_samples_per_eval_prompt": 1, "temperature": 0.6, "top_p": 1.0},
         "datasets": [{"name": "eval", "path": f"{DATA}/eval.jsonl",
@@ -115,6 +117,24 @@ def test_every_recipe_field_is_passed_mapped_or_kept_out_on_purpose() -> None:
         value = getattr(Recipe(), name)
         flag = "--" + name.replace("_", "-")
         assert flag in rendered or value in (None, False, ""), name
+
+
+@pytest.mark.parametrize("network", [False, None, True])
+def test_the_recipes_sandbox_network_reaches_the_generate_hook(network: bool | None) -> None:
+    # The hook reads slime's args, which hold every key of extra_config.yaml; False is the recipe's default.
+    command = _render(tutorial_recipe() if network is False else tutorial_recipe(sandbox_network=network))
+    args = SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=30000, hf_checkpoint="tiny-llama",
+                           **yaml.safe_load(command.files["extra_config.yaml"]))
+    limits = HookSettings.from_args(args, evaluation=False, environ=command.env).sandbox_limits
+    assert limits.network is network and (limits.cpus, limits.memory_mb) == (2.0, 4096)
+
+
+def test_the_generate_hook_gives_no_network_without_codedojos_yaml() -> None:
+    args = SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=30000, hf_checkpoint="tiny-llama")
+    assert HookSettings.from_args(args, evaluation=True, environ={}).sandbox_limits.network is False
+    args.agentic_sandbox_network = "yes"
+    with pytest.raises(HookConfigError, match=r"agentic_sandbox_network = 'yes': expected true, false or null"):
+        HookSettings.from_args(args, evaluation=False, environ={})
 
 
 def test_the_launchers_rules() -> None:

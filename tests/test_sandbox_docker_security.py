@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import podman_support
 from codedojo.sandbox import SandboxLimits, SandboxPathError
 from codedojo.sandbox.archive import extract_tree
 from codedojo.trial import EpisodeStatus, NopAgent, OracleAgent, TrialOptions, run_trial
 from codedojo.trial.agents import AgentOutcome
 from conftest import DockerEngine, MakeTask
 
-pytest.importorskip("docker")
+podman_support.docker_sdk()  # skipped without the SDK, failed under CI
 
-from codedojo.sandbox.docker import DockerSandbox
+from codedojo.sandbox.docker import DockerSandbox  # noqa: E402 (needs the SDK)
 
 DOCKER = TrialOptions(backend="docker")
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 
+import podman_support
 from codedojo.tasks.swerebench.convert import convert_row
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, run_trial
 from conftest import DockerEngine
 
-docker = pytest.importorskip("docker")
+docker = podman_support.docker_sdk()  # skipped without the SDK, failed under CI
 
 from codedojo.sandbox import docker_host  # noqa: E402 (needs the SDK)
 

@@ -196,6 +196,24 @@ def test_unsupported_environments_fail_to_start_with_the_reason(make_task: MakeT
         run(start_sandbox(task))
 
 
+def test_a_task_refused_for_its_network_policy_builds_no_workspace(make_task: MakeTask, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedojo.sandbox.base import NetworkPolicyError
+
+    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path / "cache"))
+    public = make_task(dockerfile="FROM debian:bookworm\nWORKDIR /app\nRUN echo built > built.txt\n",
+                       environment=EnvironmentConfig(memory_mb=512, storage_mb=256))  # network_mode "public"
+    with pytest.raises(NetworkPolicyError, match="`--network`"):
+        run(start_sandbox(public))
+    assert not (cache_dir() / "workspaces").exists()  # the RUN step never ran
+
+    async def with_the_choice_made() -> str:
+        async with await start_sandbox(public, limits=SandboxLimits(network=False)) as sb:
+            return (await sb.exec("cat built.txt")).stdout
+
+    assert run(with_the_choice_made()) == "built\n" and (cache_dir() / "workspaces").is_dir()
+
+
 def test_a_bubblewrap_failure_is_a_start_error_with_its_message(tmp_path: Path) -> None:
     from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
 

@@ -28,6 +28,7 @@ from codedojo.config import (
 from codedojo.inference.specs import TinyModel
 from codedojo.records import RecordError
 from codedojo.tasks.task import Task, examples_dir
+from conftest import MakeTask
 
 SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
 RIGHT = {"hello-file": "```bash\necho world > hello.txt\n```",
@@ -189,3 +190,24 @@ def test_ignored_fields_are_reported_with_reasons(tmp_path: Path) -> None:
     assert "synchronous" in ignored["async_mode"]
     assert "extra_config.router_policy" in ignored
     assert config.derived()["optimizer steps per rollout"] == 1
+
+
+def test_training_and_eval_sandboxes_get_no_network_unless_the_recipe_says(make_task: MakeTask) -> None:
+    import asyncio
+
+    from codedojo.tasks.config import EnvironmentConfig
+    from codedojo.train.trainer import rollout_config_for
+    from codedojo.trial import EpisodeStatus, NopAgent, run_trial
+
+    for recipe in (Recipe(), Recipe(sandbox_backend="docker"), Qwen3_6_27B_Recipe()):
+        assert rollout_config_for(recipe).trial.limits.network is False
+    assert rollout_config_for(Recipe(sandbox_network=None)).trial.limits.network is None  # as `codedojo trial`
+    limits = rollout_config_for(Recipe(sandbox_network=True, sandbox_cpus=1.5, sandbox_memory_mb=900)).trial.limits
+    assert (limits.network, limits.cpus, limits.memory_mb) == (True, 1.5, 900)
+    # A task that allows internet (Harbor's default) runs in the trainer's sandbox with only a loopback device.
+    only_loopback = "[ \"$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')\" = lo ] && echo 1 || echo 0"
+    public = make_task(test_sh=f"#!/bin/bash\n({only_loopback}) > /logs/verifier/reward.txt\n",
+                       environment=EnvironmentConfig(memory_mb=512, storage_mb=256))
+    assert public.config.environment.network_mode == "public"
+    result = asyncio.run(run_trial(public, NopAgent(), options=rollout_config_for(Recipe()).trial))
+    assert (result.status, result.reward) == (EpisodeStatus.SUBMITTED, 1.0), result.error

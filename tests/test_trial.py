@@ -94,6 +94,19 @@ def test_a_bad_verifier_is_an_infrastructure_failure_not_a_zero(make_task: MakeT
     assert result.error is not None and message in result.error
 
 
+def test_a_verifier_error_shows_the_end_of_test_sh_output(make_task: MakeTask) -> None:
+    # test.sh's stdout and stderr go to /logs/verifier/test-stdout.txt; the hint must come from there.
+    test_sh = ("#!/bin/bash\nseq 1 5000\necho 'collected 0 items'\n"
+               "echo 'ModuleNotFoundError: no module named frobnicate' >&2\nexit 2\n")
+    result = trial(make_task(test_sh=test_sh), NopAgent())
+    assert result.status is EpisodeStatus.VERIFIER_ERROR and result.error is not None
+    assert "(test.sh exited 2; its output ends: " in result.error
+    assert result.error.endswith("collected 0 items\nModuleNotFoundError: no module named frobnicate)")
+    assert "\n1\n2\n3\n" not in result.error and len(result.error) < 500  # the end, not the whole log
+    silent = trial(make_task(test_sh="#!/bin/bash\nexit 0\n"), NopAgent())
+    assert silent.error is not None and silent.error.endswith("nor reward.txt (test.sh exited 0)")
+
+
 def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
     test_sh = ("#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt "
                "|| echo 0 > /logs/verifier/reward.txt\n")
@@ -148,3 +161,48 @@ def test_agent_crashes_and_dead_sandboxes_are_classified(make_task: MakeTask) ->
     assert lost.status is EpisodeStatus.SANDBOX_ERROR and "gone" in (lost.error or "")
     bug = trial(task, _Crasher(ZeroDivisionError("oops")))
     assert bug.status is EpisodeStatus.INTERNAL_ERROR and "ZeroDivisionError" in (bug.error or "")
+
+
+class _FailsBetweenSteps:
+    """A real local sandbox that fails (as one dying between steps would) when the second step is prepared:
+    on the upload of its workdir/, or on the command that empties the previous step's grading files."""
+
+    def __init__(self, inner: object, *, failing: str) -> None:
+        self._inner = inner
+        self._failing = failing
+        self._resets = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    @property
+    def workdir(self) -> str:
+        return self._inner.workdir  # type: ignore[attr-defined]
+
+    async def exec(self, command: str, **kwargs: object) -> object:
+        if command.startswith("rm -rf /tests; mkdir -p /tests"):
+            self._resets += 1
+            if self._failing == "exec" and self._resets == 2:
+                raise SandboxClosedError("the sandbox died between steps")
+        return await self._inner.exec(command, **kwargs)  # type: ignore[attr-defined]
+
+    async def upload_dir(self, source: Path, target: str) -> None:
+        if self._failing == "upload_dir" and target == self.workdir:
+            raise SandboxClosedError("the sandbox died between steps")
+        await self._inner.upload_dir(source, target)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("failing", ["exec", "upload_dir"])
+def test_a_sandbox_failing_while_a_step_is_prepared_is_a_sandbox_error(failing: str) -> None:
+    from codedojo.sandbox import start_sandbox
+
+    async def factory(task: Task) -> object:
+        return _FailsBetweenSteps(await start_sandbox(task, backend="local"), failing=failing)
+
+    task = Task.load(Path(__file__).parent / "harbor_compat" / "multi-step")
+    result = asyncio.run(run_trial(task, OracleAgent(), sandbox_factory=factory))  # type: ignore[arg-type]
+    assert result.status is EpisodeStatus.SANDBOX_ERROR and result.failure_kind == "infrastructure"
+    assert result.error == "sandbox failed preparing step 'extend': the sandbox died between steps"
+    assert result.reward is None and not result.reward_valid
+    assert [(s["step"], s["status"]) for s in result.details["steps"]] == [("write", "submitted"),
+                                                                           ("extend", "sandbox_error")]

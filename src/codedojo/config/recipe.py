@@ -281,6 +281,9 @@ class Recipe:
     """CPU cores per sandbox (None: the task's)."""
     sandbox_memory_mb: int | None = None
     """Memory per sandbox (None: the task's)."""
+    sandbox_network: bool | None = False
+    """Network of every training and eval episode's sandbox: False none (the safe default for a policy under
+    training, whatever the task allows), None each task's network_mode (as `codedojo trial` does), True allow."""
     sandbox_backend: str = "local"
     """Sandbox backend of the local trainer."""
     max_open_sandboxes: int = 8

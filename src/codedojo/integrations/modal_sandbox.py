@@ -57,9 +57,9 @@ from codedojo.sandbox.base import (
     SandboxPathError,
     SandboxStartError,
     is_root_user,
+    refuse_other_users,
     sandbox_path,
     task_environment,
-    task_users,
 )
 from codedojo.sandbox.output import OutputCapture
 from codedojo.tasks.task import Task
@@ -111,10 +111,7 @@ class ModalSandbox:
         lifetime, idle = sandbox_timeouts(task, config)
         workdir = task_workdir(task)
         task_env = task_environment(task)
-        if task_users(task):
-            where, user = next(iter(task_users(task).items()))
-            raise SandboxStartError(f"{task.name}: {where} = {user!r}: the modal backend does not run commands as "
-                                    "another user yet; use the docker backend")
+        refuse_other_users(task, backend="modal", reason="does not run commands as another user yet")
         try:
             app = await app_for(config.app_name)
             await sweep_once(app, config.app_name)

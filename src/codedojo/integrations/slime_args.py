@@ -3,9 +3,10 @@
 slime hands every hook one argparse namespace holding its own flags plus every key of the
 `--custom-config-path` YAML (set as attributes after validation). The names below are the reference
 tutorial's (`agentic_*` keys of its extra_config, `ASYNC_RL_REWARD_SHAPE`, `SLIME_AGENT_SANDBOX_CPU` /
-`_MEMORY_MB`), plus the few codedojo adds (`agentic_sandbox_backend`, `agentic_max_infra_retries`, ...).
-A missing attribute means the default of `codedojo.config.ExtraConfig`, so the hook behaves the same
-when slime runs without codedojo's rendered YAML.
+`_MEMORY_MB`), plus the few codedojo adds (`agentic_sandbox_backend`, `agentic_sandbox_network`,
+`agentic_max_infra_retries`, ...). A missing attribute means the default of `codedojo.config.ExtraConfig`
+(or of the recipe field it stands for), so the hook behaves the same when slime runs without codedojo's
+rendered YAML; in particular a missing `agentic_sandbox_network` means no network for the episode's sandbox.
 """
 
 from __future__ import annotations
@@ -90,20 +91,33 @@ class HookSettings:
             query_timeout_sec=float(arg("agentic_query_timeout", DEFAULT_QUERY_TIMEOUT_SEC)),
             reward_shape=shape,  # type: ignore[arg-type]
             sandbox_backend=str(arg("agentic_sandbox_backend", env.get("CODEDOJO_SANDBOX_BACKEND", "local"))),
-            sandbox_limits=sandbox_limits(env),
+            sandbox_limits=sandbox_limits(env, network=sandbox_network(args)),
             task_roots=task_roots(args, env),
             prompt_profile=getattr(args, "agentic_prompt_profile", None),
         )
 
 
-def sandbox_limits(env: Mapping[str, str]) -> SandboxLimits:
-    """SLIME_AGENT_SANDBOX_CPU / _MEMORY_MB (the tutorial's variables); unset means the task's own."""
+def sandbox_limits(env: Mapping[str, str], *, network: bool | None = False) -> SandboxLimits:
+    """SLIME_AGENT_SANDBOX_CPU / _MEMORY_MB (the tutorial's variables; unset means the task's own) and
+    `network` (see `sandbox_network`)."""
     try:
         cpus = float(env["SLIME_AGENT_SANDBOX_CPU"]) if env.get("SLIME_AGENT_SANDBOX_CPU") else None
         memory = int(env["SLIME_AGENT_SANDBOX_MEMORY_MB"]) if env.get("SLIME_AGENT_SANDBOX_MEMORY_MB") else None
     except ValueError as e:
         raise HookConfigError(f"SLIME_AGENT_SANDBOX_CPU / SLIME_AGENT_SANDBOX_MEMORY_MB: {e}") from None
-    return SandboxLimits(cpus=cpus, memory_mb=memory)
+    return SandboxLimits(cpus=cpus, memory_mb=memory, network=network)
+
+
+def sandbox_network(args: Any) -> bool | None:
+    """args.agentic_sandbox_network (the recipe's `sandbox_network`, written to extra_config.yaml): False when
+    absent, the safe default for a policy under training; None (the YAML's null) follows each task."""
+    if not hasattr(args, "agentic_sandbox_network"):
+        return False
+    value = args.agentic_sandbox_network
+    if value is not None and not isinstance(value, bool):
+        raise HookConfigError(f"agentic_sandbox_network = {value!r}: expected true, false or null "
+                              "(the recipe's sandbox_network)")
+    return value
 
 
 def task_roots(args: Any, env: Mapping[str, str]) -> tuple[Path, ...]:

@@ -82,6 +82,7 @@ MAPPED: dict[str, str] = {
     "extra_config": f"written to {EXTRA_CONFIG_FILE}, --custom-config-path",
     "custom_rollout_log_function": "--custom-rollout-log-function-path (module:function becomes module.function)",
     "sandbox_backend": f"{EXTRA_CONFIG_FILE}: agentic_sandbox_backend",
+    "sandbox_network": f"{EXTRA_CONFIG_FILE}: agentic_sandbox_network",
     "reward_shape": "environment ASYNC_RL_REWARD_SHAPE",
     "sandbox_cpus": "environment SLIME_AGENT_SANDBOX_CPU",
     "sandbox_memory_mb": "environment SLIME_AGENT_SANDBOX_MEMORY_MB",
@@ -245,7 +246,7 @@ def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict
         flags.add("custom_config_path", f"{files_dir}/{EXTRA_CONFIG_FILE}")
     elif name == "custom_rollout_log_function" and value:
         flags.add("custom_rollout_log_function_path", value.replace(":", "."))
-    # lora_rank (checked), sandbox_backend (extra_config), async_mode (entry point),
+    # lora_rank (checked), sandbox_backend and sandbox_network (extra_config), async_mode (entry point),
     # disable_grpo_std_normalization (with advantage_estimator) and the environment fields (job_environment)
     # need nothing here.
 
@@ -254,6 +255,7 @@ def extra_config_data(recipe: Recipe) -> dict[str, Any]:
     """Every ExtraConfig key (None included, so the hook sees exactly the recipe) plus codedojo's own."""
     data = {f.name: getattr(recipe.extra_config, f.name) for f in dataclasses.fields(recipe.extra_config)}
     data["agentic_sandbox_backend"] = recipe.sandbox_backend
+    data["agentic_sandbox_network"] = recipe.sandbox_network
     return data
 
 

@@ -163,6 +163,16 @@ def task_users(task: Task) -> dict[str, str | int]:
     return {k: v for k, v in found.items() if v is not None and not is_root_user(v)}
 
 
+def refuse_other_users(task: Task, *, backend: str, reason: str) -> None:
+    """SandboxStartError naming the first non-root user the task asks for (`task_users`), for a backend that
+    runs every command as root; `reason` says why (it follows "the <backend> backend")."""
+    users = task_users(task)
+    if users:
+        where, user = next(iter(users.items()))
+        raise SandboxStartError(f"{task.path}: {where} = {user!r}: the {backend} backend {reason}; use the docker "
+                                "backend")
+
+
 class NetworkPolicyError(SandboxStartError):
     """The task's network policy cannot be given by this backend as asked; the message names the override."""
 

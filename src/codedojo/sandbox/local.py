@@ -53,6 +53,7 @@ from codedojo.sandbox.base import (
     LOG_DIRS,
     PROTECTED_MOUNTS,
     ExecResult,
+    NetworkPolicyError,
     SandboxClosedError,
     SandboxError,
     SandboxLimits,
@@ -60,14 +61,13 @@ from codedojo.sandbox.base import (
     SandboxStartError,
     is_root_user,
     limits_for_task,
+    refuse_other_users,
     sandbox_path,
     task_environment,
-    task_users,
 )
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
 from codedojo.sandbox.host import SANDBOX_PATH, CgroupV1, is_root, mount, state_root, umount
-from codedojo.sandbox.workspace import prepare_environment
-from codedojo.tasks.dockerfile import UnsupportedEnvironment
+from codedojo.sandbox.workspace import plan_for, prepare_environment
 from codedojo.tasks.task import Task
 
 DEFAULT_SANDBOX_UID = 900_000
@@ -107,16 +107,19 @@ class LocalSandbox:
     @classmethod
     async def start(cls, task: Task, *, limits: SandboxLimits | None = None) -> LocalSandbox:
         _sweep_orphans_once()
-        users = task_users(task)
-        if users:
-            where, user = next(iter(users.items()))
-            raise UnsupportedEnvironment(
-                f"{task.path}: {where} = {user!r}: the local backend runs every command as root (one uid mapped "
-                "into its user namespace), so it cannot run a phase as another user; use the docker backend")
+        # Every refusal comes before the workspace is built: a task this backend cannot run costs nothing.
+        refuse_other_users(task, backend="local", reason="runs every command as root (one uid mapped into its user "
+                           "namespace), so it cannot run a phase as another user")
+        try:
+            limits = limits_for_task(task, limits or SandboxLimits(), backend="local", follows_task=False)
+        except NetworkPolicyError:
+            # An environment this backend cannot realise at all (prebuilt image, unsupported Dockerfile) is the
+            # refusal to report: no network choice would make the task run here.
+            await asyncio.to_thread(plan_for, task)
+            raise
         task_env = task_environment(task)
         uid = sandbox_uid()
         prepared = await prepare_environment(task, uid=uid)
-        limits = limits_for_task(task, limits or SandboxLimits(), backend="local", follows_task=False)
         sandbox_id = f"{task.name[:40].replace('/', '_')}-{secrets.token_hex(4)}"
         root = state_root() / sandbox_id
         overlay = is_root()

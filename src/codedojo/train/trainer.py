@@ -104,6 +104,18 @@ def agent_config_for(recipe: Recipe, *, profile: str, evaluation: bool = False,
     )
 
 
+def rollout_config_for(recipe: Recipe) -> RolloutConfig:
+    """How the trainer runs every training and eval episode. Sandboxes get no network unless the recipe
+    says otherwise (`sandbox_network`): a policy under training is the least trusted code codedojo runs."""
+    limits = SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb,
+                           network=recipe.sandbox_network)
+    return RolloutConfig(
+        max_open_sandboxes=recipe.max_open_sandboxes, max_inflight_generations=recipe.sglang_server_concurrency,
+        max_infra_retries=recipe.extra_config.agentic_max_infra_retries, reward_shape=recipe.reward_shape,
+        trial=TrialOptions(backend=recipe.sandbox_backend, limits=limits),
+    )
+
+
 def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str, float]:
     """Per-step rollout metrics: rewards, statuses, turns, tokens, phase timings, throughput."""
     valid = [e for e in episodes if e.valid]
@@ -208,12 +220,7 @@ class LocalTrainer:
             await self._sync_weights(engine, policy)
             self.console.print(f"resumed from {resumed_from} at step {start}")
         agent_config = agent_config_for(recipe, profile=self.profile)
-        rollout = RolloutConfig(
-            max_open_sandboxes=recipe.max_open_sandboxes, max_inflight_generations=recipe.sglang_server_concurrency,
-            max_infra_retries=recipe.extra_config.agentic_max_infra_retries, reward_shape=recipe.reward_shape,
-            trial=TrialOptions(backend=recipe.sandbox_backend,
-                               limits=SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb)),
-        )
+        rollout = rollout_config_for(recipe)
         last_metrics: dict[str, Any] = {}
         train_rows: list[dict[str, Any]] = []
         try:

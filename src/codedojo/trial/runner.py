@@ -181,7 +181,12 @@ async def _steps(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float,
     fields: dict[str, Any] = {}
     for step in task.steps:
         view = task.for_step(step.name)
-        setup_error = await _prepare_step(view, sandbox, step, user=_step_agent_user(task, step))
+        try:
+            setup_error = await _prepare_step(view, sandbox, step, user=_step_agent_user(task, step))
+        except SandboxError as e:  # the sandbox failed the host, not the task: infrastructure
+            status, fields = EpisodeStatus.SANDBOX_ERROR, {"error": f"sandbox failed preparing step {step.name!r}: {e}"}
+            step_results.append({"step": step.name, "status": str(status), "error": fields["error"]})
+            break
         if setup_error is not None:
             status, fields = EpisodeStatus.TASK_ERROR, {"error": setup_error}
             step_results.append({"step": step.name, "status": str(status), "error": setup_error})

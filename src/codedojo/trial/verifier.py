@@ -8,7 +8,8 @@ with test.sh made executable on the host (see trial.staging: a 644 test.sh runs,
 image's default user when unset) with `[verifier].env` (the step's over the task's; `${VAR}` templates
 resolved from the host, a missing variable is an error naming it), its stdout and stderr in
 /logs/verifier/test-stdout.txt; its exit code is ignored; then /logs/verifier/reward.json is read, or
-else reward.txt (one number).
+else reward.txt (one number); when neither exists the error gives the exit code and the end of
+test-stdout.txt.
 
 reward.json is a flat JSON object with any keys whose values are numbers or booleans (true = 1, false =
 0), as Harbor accepts. The scalar codedojo trains on is its `reward` key; when there is none it is the
@@ -34,7 +35,9 @@ _RESET = (
     "if [ -L /logs/verifier ] || [ ! -d /logs/verifier ]; then rm -rf /logs/verifier; mkdir -p /logs/verifier; fi; "
     "chmod -R u+rwX /logs/verifier 2>/dev/null; find /logs/verifier -mindepth 1 -delete && chmod 777 /logs/verifier"
 )
-_RUN = "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"
+_OUTPUT = "/logs/verifier/test-stdout.txt"
+_RUN = f"/tests/test.sh > {_OUTPUT} 2>&1"
+_HINT_BYTES = 300
 
 
 class VerifierError(RuntimeError):
@@ -122,5 +125,13 @@ async def verify(task: Task, sandbox: Sandbox, *, timeout_sec: float) -> dict[st
         except SandboxPathError as e:
             raise VerifierError(f"cannot read {name}: {e}") from None
         return parse(data)
-    hint = f" (test.sh exited {result.return_code}: {result.stderr.strip()[-300:]})" if result.return_code else ""
-    raise VerifierError(f"tests/test.sh wrote neither /logs/verifier/reward.json nor reward.txt{hint}")
+    raise VerifierError(f"tests/test.sh wrote neither /logs/verifier/reward.json nor reward.txt "
+                        f"({await _output_hint(sandbox, return_code=result.return_code)})")
+
+
+async def _output_hint(sandbox: Sandbox, *, return_code: int) -> str:
+    """The exit code and the end of test.sh's output: it went to test-stdout.txt, so the exec's own stdout
+    and stderr are empty; the end is where a failing script says why."""
+    tail = await sandbox.exec(f"tail -c {_HINT_BYTES} {_OUTPUT}", timeout_sec=30, user="root")
+    text = tail.stdout.strip() if tail.return_code == 0 else ""
+    return f"test.sh exited {return_code}; its output ends: {text}" if text else f"test.sh exited {return_code}"
