@@ -244,6 +244,21 @@ def time_steps(build: Callable[[], Callable[[], object]], *, repeat: int) -> flo
     return best
 
 
+def profile_step(build: Callable[[], Callable[[], object]], *, top: int = 15) -> dict[str, Any]:
+    """Self CPU time per operator of one step (after a warm-up step), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step = build()
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) or 1
+    return {"self_cpu_seconds": round(total / 1e6, 2), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "top": [{"op": e.key, "share": round(e.self_cpu_time_total / total, 3), "calls": e.count}
+                    for e in events[:top]]}
+
+
 def ratios(tps: dict[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
 
@@ -275,6 +290,9 @@ def main() -> None:
                         help="SFT micro-batch token budget (default: SFTConfig's)")
     parser.add_argument("--only", default="", help="comma-separated configurations (default: all)")
     parser.add_argument("--tiny", action="store_true", help="a tiny model and short sequences (a smoke test)")
+    parser.add_argument("--profile", default=None, metavar="CONFIG",
+                        help="instead of timing: one warm step of CONFIG under torch.profiler; prints the share "
+                             "of CPU time per operator as JSON")
     args = parser.parse_args()
     shape = None
     scale = 1.0
@@ -292,6 +310,9 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown configuration(s) {unknown}; known: {', '.join(configs)}")
         configs = {k: v for k, v in configs.items() if k in wanted}
+    if args.profile:
+        print(json.dumps(profile_step(configs[args.profile][1]), indent=2))
+        return
     load_before = os.getloadavg()
     started = time.time()
     best = {name: time_steps(build, repeat=args.repeat) for name, (_, build) in configs.items()}

@@ -18,6 +18,10 @@ Three savings, each exact (the same numbers as the plain computation, up to floa
 - Norms, projections and MLPs see each shared token once, so a prefix that is a third of every sequence
   costs a third less of everything but the suffix attention.
 
+RMSNorm runs through torch's fused kernel and RoPE as one roll and a fused multiply-add (the same
+arithmetic as HF's modules in fewer passes over memory). The caller picks the matmul precision
+(codedojo.precision: bf16 autocast over fp32 weights); the vocabulary head and log-softmax stay fp32.
+
 Shapes: T tokens laid out (shared prefixes once), H hidden size, Q head rows (positions whose logprob is
 read), V vocabulary.
 """
