@@ -15,7 +15,7 @@ def test_trainer_bench_measures_every_configuration_on_a_tiny_model() -> None:
     out = subprocess.run([sys.executable, str(BENCH / "trainer.py"), "--tiny", "--repeat", "1"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     result = json.loads(out)
-    assert set(result["tokens_per_sec"]) == {"today", "head", "bf16", "share", "all", "hf_fp32", "hf_bf16",
+    assert set(result["tokens_per_sec"]) == {"today", "kernels", "head", "bf16", "share", "all", "hf_fp32", "hf_bf16",
                                              "sft_today", "sft_new"}
     assert all(v > 0 for v in result["tokens_per_sec"].values())
     assert {"all_vs_today", "sft_new_vs_sft_today"} <= set(result["ratios"])
