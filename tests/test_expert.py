@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from codedojo.agent.expert import LineEdit, demonstrations, edit_command, parse_diff, reference_edits
+from codedojo.agent.expert import (
+    LineEdit,
+    demonstrations,
+    edit_command,
+    guided_replies,
+    parse_diff,
+    reference_edits,
+)
 from codedojo.agent.loop import AgentConfig
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
@@ -38,6 +46,7 @@ def test_parse_diff() -> None:
     ]
 
 
+@pytest.mark.parametrize("whole_lines", [False, True])
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize(
     ("before", "edit", "after"),
@@ -59,11 +68,29 @@ def test_parse_diff() -> None:
         ("a\nb\nc\n", LineEdit("f.py", 1, ("a", "b"), ()), "c\n"),
     ],
 )
-def test_edit_commands_apply_the_edit(tmp_path: Path, seed: int, before: str, edit: LineEdit, after: str) -> None:
+def test_edit_commands_apply_the_edit(tmp_path: Path, seed: int, before: str, edit: LineEdit, after: str,
+                                     whole_lines: bool) -> None:
     (tmp_path / "f.py").write_text(before)
-    command = edit_command(edit, rng=random.Random(seed))
+    command = edit_command(edit, rng=random.Random(seed), whole_lines=whole_lines)
     subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
     assert (tmp_path / "f.py").read_text() == after, command
+    if whole_lines:
+        assert re.match(r"sed -i '\d+(,\d+)?[cid]", command), command  # whole lines, insertions before a line
+
+
+def test_guided_replies_copy_the_statement_line_in_one_steady_routine() -> None:
+    edit = LineEdit("pkg/mod.py", 12, ("    return a - b",), ("    return a + b",))
+    scripts = set()
+    for seed in range(8):
+        replies = guided_replies([edit], rng=random.Random(seed))
+        commands = [r.split("```bash\n")[1].split("\n```")[0] for r in replies]
+        assert commands == ["cat -n pkg/mod.py | sed -n '10,14p'", "sed -i '12c\\    return a + b' pkg/mod.py",
+                            "python3 -m pytest -q 2>&1 | tail -n 3", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+        scripts.add(tuple(replies))
+    assert len(scripts) > 1  # the thoughts vary, the commands do not
+    insert = guided_replies([LineEdit("m.py", 1, (), ("import os",))], rng=random.Random(0))
+    assert "sed -i '1i\\import os' m.py" in insert[1]
+    assert "sed -n '1,3p'" in insert[0]
 
 
 def test_reference_edits_come_from_the_solution() -> None:

@@ -3,7 +3,8 @@
 The expert learns the fix by running the task's reference solution in a sandbox and reading `git diff`
 (any task whose workdir is a git repository works). It then acts through the ordinary agent loop and a
 fresh sandbox: look at the code, sometimes reproduce the failure, edit with one shell command, rerun the
-failing tests, submit. Thoughts, command choices (sed or a python script, cat -n or sed -n or grep) and
+failing tests, submit (on a guided task, whose statement gives the edit, one steady routine instead).
+Thoughts, command choices (sed or a python script, cat -n or sed -n or grep) and
 whether it reproduces first are drawn from a seeded generator, so the data is not one template. Its
 episodes are ordinary trajectories, verified by the task's own tests; only the solved ones are kept.
 """
@@ -136,20 +137,22 @@ def _sed_text(lines: Sequence[str]) -> str:
     return (text or "\\").replace("'", "'\\''")
 
 
-def edit_command(edit: LineEdit, *, rng: random.Random) -> str:
+def edit_command(edit: LineEdit, *, rng: random.Random, whole_lines: bool = False) -> str:
     """One short shell command that applies `edit`: sed's s/// on the differing fragment when that is
-    unambiguous, else sed's whole-line change, append or delete (no escaping of regex characters)."""
+    unambiguous, else sed's whole-line change, insert or delete (no escaping of regex characters).
+    `whole_lines` always writes whole lines, and an insertion goes before its line (`Ni\\`): the commands that
+    copy a guided statement's "line N should read" / "insert before line N" most directly."""
     path = shlex.quote(edit.path)
     end = edit.start + len(edit.old) - 1
     span = f"{edit.start},{end}" if end > edit.start else f"{edit.start}"
     if not edit.new:
         return f"sed -i '{span}d' {path}"
     if not edit.old:
-        if edit.start > 1:
+        if edit.start > 1 and not whole_lines:
             return f"sed -i '{edit.start - 1}a\\{_sed_text(edit.new)}' {path}"
-        return f"sed -i '1i\\{_sed_text(edit.new)}' {path}"
+        return f"sed -i '{edit.start}i\\{_sed_text(edit.new)}' {path}"
     quotable = all("'" not in t and "\n" not in t for t in (*edit.old, *edit.new))
-    if quotable and len(edit.old) == 1 and len(edit.new) == 1 and rng.random() < 0.5:
+    if quotable and not whole_lines and len(edit.old) == 1 and len(edit.new) == 1 and rng.random() < 0.5:
         old, new = _fragments(edit.old[0], edit.new[0])
         if old and edit.old[0].count(old) == 1:
             pattern = _sed_escape(old, _SED_PATTERN_SPECIAL)
@@ -173,8 +176,34 @@ def _reply(thought: str, command: str) -> str:
     return f"{thought}\n```bash\n{command}\n```"
 
 
+_GUIDED_LOOK = ("The statement names line {line} of {path}. Let me see it.", "First I look at line {line} of {path}.",
+                "Let me read {path} around line {line}.")
+_GUIDED_EDIT = ("It matches the statement. I write the line it should become.", "Now I change line {line} as the "
+                "statement says.", "Replacing line {line} with the corrected one.")
+_GUIDED_INSERT = ("I insert the missing line before line {line}.", "Now I put the line in before line {line}.")
+_GUIDED_VERIFY = ("Now I run the tests.", "Let me check that the tests pass.", "Running the tests.")
+
+
+def guided_replies(edits: Sequence[LineEdit], *, rng: random.Random) -> list[str]:
+    """The expert's replies for a guided task, whose statement spells out the edit: one steady routine (look
+    at the line with numbers, write exactly the statement's line with sed, run the test suite, submit), so
+    that what a small model learns is carrying out a given fix, not choosing among ways to."""
+    first = edits[0]
+    path = shlex.quote(first.path)
+    replies = [_reply(rng.choice(_GUIDED_LOOK).format(line=first.start, path=first.path),
+                      f"cat -n {path} | sed -n '{max(1, first.start - 2)},{first.start + 2}p'")]
+    for edit in sorted(edits, key=lambda e: (e.path, -e.start)):
+        thought = rng.choice(_GUIDED_EDIT if edit.old else _GUIDED_INSERT).format(line=edit.start)
+        replies.append(_reply(thought, edit_command(edit, rng=rng, whole_lines=True)))
+    replies.append(_reply(rng.choice(_GUIDED_VERIFY), "python3 -m pytest -q 2>&1 | tail -n 3"))
+    replies.append(_reply(rng.choice(_SUBMIT), f"echo {SUBMIT_SENTINEL}"))
+    return replies
+
+
 def expert_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random) -> list[str]:
-    """The expert's replies for one episode."""
+    """The expert's replies for one episode (`guided_replies` for a guided task)."""
+    if task.config.metadata.get("tier") == "guided":
+        return guided_replies(edits, rng=rng)
     first = edits[0]
     around = max(1, first.start - rng.randint(2, 6))
     look = rng.choice([

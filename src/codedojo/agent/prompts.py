@@ -109,7 +109,7 @@ _SMALL_EXAMPLES = (
         "```bash\ngrep -n 'def area' -A 2 shapes.py\n```",
     ),
     ("exit code 0\n7:def area(width, height):\n8:    return width + height\n",
-     "```bash\nsed -i '8s/width + height/width * height/' shapes.py\n```"),
+     "```bash\nsed -i '8c\\    return width * height' shapes.py\n```"),
     ("exit code 0\n", "```bash\nsed -n '7,8p' shapes.py\n```"),
     ("exit code 0\ndef area(width, height):\n    return width * height\n",
      "```bash\necho " + SUBMIT_SENTINEL + "\n```"),
