@@ -1,27 +1,39 @@
-"""Does training make the agent better? Base vs SFT vs GRPO pass@1 on held-out repositories.
+"""Does training make the agent better? A pre-registered comparison on held-out repositories.
 
-    .venv/bin/python bench/learning.py --out docs/results [--n 4] [--grpo-steps 10] [--sft-epochs 2]
+    .venv/bin/python bench/learning.py --out docs/results/learning [--tier guided] [--n 2] [--grpo-steps 12]
+
+Before anything runs, the plan is written to <work>/plan.json: the command, the git commit, the tier, the
+held-out repositories and task names, every seed, n, temperatures, budgets, stage settings and the test
+(GRPO - SFT on held-out pass@1 above twice its paired standard error). A rerun with a different plan in
+the same work folder is refused, naming the settings that differ: the figures always belong to the plan
+they were registered under.
 
 Stages (each resumable: a finished stage's output is reused when the script is run again):
-  1. tasks     the bundled warm-up tier, split by repository: 4 held-out repositories (40 tasks) are
-               never trained on; the other 8 (80 tasks) are the training set
+  1. tasks     the bundled tasks of --tier, split by repository: --held-out repositories are never trained on;
+               the warm-up restatement of the held-out bugs measures transfer
   2. demos     the scripted expert's solved episodes on the training tasks (one each)
-  3. sft       supervised fine-tuning of SmolLM2-135M-Instruct on the demonstrations
+  3. sft       supervised fine-tuning of the model on the demonstrations
   4. grpo      GRPO from the SFT model on the training tasks
-  5. eval      pass@1 (n episodes per task) of the base, SFT and GRPO models on the held-out tasks
-Writes <out>/learning.json (each figure with its standard error over tasks, the paired GRPO - SFT
-difference with its standard error, stage wall times, the reward curve, the command) and
-<out>/learning.png (the reward curve and the three pass@1 values).
+  5. rs        the rejection-sampling baseline at equal episodes: as many episodes of the SFT model on the
+               training tasks as GRPO rolled out, at GRPO's rollout temperature, then SFT from the SFT model
+               on the solved ones (what `codedojo sft --min-reward 1` does)
+  6. eval      pass@1 and pass@n of base, SFT, GRPO and RS on the held-out tasks; SFT and GRPO on the held-out
+               warm-up tasks
+Writes <out>/learning.json (the plan, each figure with its standard error over tasks, the paired differences
+GRPO - SFT, GRPO - RS and RS - SFT with their standard errors, stage wall times, the reward curve) and
+<out>/learning.png.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
+import os
 import shlex
-import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,8 +41,9 @@ from typing import Any
 
 from rich.console import Console
 
+from codedojo.agent.budget import profile_budget
 from codedojo.agent.engines import open_engine, profile_for
-from codedojo.agent.evaluation import EvalReport, evaluate
+from codedojo.agent.evaluation import EvalReport, TaskScore, evaluate, paired_difference
 from codedojo.agent.expert import demonstrations
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import RolloutConfig
@@ -38,97 +51,207 @@ from codedojo.config import AgentTaskDataset, ExtraConfig, SmolLM2_Recipe, Train
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import HFFolder, resolve_model
 from codedojo.tasks.task import Task, discover_tasks
-from codedojo.train.default import builtin_warmup_suite, split_by_repository, write_dataset
+from codedojo.train.default import builtin_suite, split_by_repository, write_dataset
 from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
 
-HELD_OUT = ("moneybox", "planegeo", "textkit", "unitconv")
+HELD_OUT = ("moneybox", "planegeo", "textkit", "unitconv", "routegraph", "iniconf")
 MODEL = "smollm2-135m-instruct"
+HYPOTHESIS = ("GRPO from the SFT model raises held-out pass@1 over the SFT model by more than twice the paired "
+              "standard error of the difference (grpo_minus_sft.mean > 2 * grpo_minus_sft.stderr)")
 
 
-def agent_config(args: argparse.Namespace, *, temperature: float) -> AgentConfig:
-    return AgentConfig(max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
-                       max_context_tokens=args.max_context, max_output_chars=2000, prompt_profile=profile_for(MODEL),
-                       command_timeout_sec=30, sampling=SamplingParams(temperature=temperature))
+class PlanMismatch(SystemExit):
+    """The work folder holds results registered under another plan."""
 
 
-def eval_model(model: Any, tasks: list[Task], *, args: argparse.Namespace, out: Path, console: Console) -> dict:
-    if out.is_file():
-        return json.loads(out.read_text())
-
-    async def go() -> EvalReport:
-        engine = await open_engine(model)
-        try:
-            return await evaluate(tasks, engine=engine, n=args.n, agent_config=agent_config(args, temperature=0.6),
-                                  rollout=RolloutConfig(max_open_sandboxes=args.concurrency), seed=7,
-                                  trajectory_dir=out.with_suffix(""), console=console)
-        finally:
-            await engine.close()
-
-    report = asyncio.run(go())
-    data = report.to_dict()
-    data["per_task_pass@1"] = {t.task: t.pass_at(1) for t in report.tasks}
-    out.write_text(json.dumps(data, indent=2))
-    return data
-
-
-def paired_difference(a: dict, b: dict) -> tuple[float, float]:
-    """Mean and standard error over tasks of b's pass@1 minus a's."""
-    diffs = [b["per_task_pass@1"][t] - a["per_task_pass@1"][t] for t in a["per_task_pass@1"]
-             if a["per_task_pass@1"][t] is not None and b["per_task_pass@1"].get(t) is not None]
-    mean = statistics.fmean(diffs)
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
-    return mean, se
-
-
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    parser.add_argument("--work", type=Path, default=Path("runs/learning"), help="intermediate files")
-    parser.add_argument("--n", type=int, default=4, help="eval episodes per held-out task")
-    parser.add_argument("--sft-epochs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("docs/results/learning"))
+    parser.add_argument("--work", type=Path, default=Path("runs/learning"), help="intermediate files and the plan")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--tier", default="guided", help="the tier trained and evaluated on")
+    parser.add_argument("--per-repo", type=int, default=51,
+                        help="factory draws per repository (a third are warm-up bugs, which each tier restates: "
+                             "51 gives 17 tasks per repository and tier)")
+    parser.add_argument("--held-out", default=",".join(HELD_OUT), help="comma-separated held-out repositories")
+    parser.add_argument("--tasks", type=Path, default=None,
+                        help="use these task folders instead of the bundled suite (split by the held-out "
+                             "repositories' names; no transfer stage)")
+    parser.add_argument("--n", type=int, default=2, help="eval episodes per held-out task")
+    parser.add_argument("--eval-temperature", type=float, default=0.6)
+    parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument("--sft-batch", type=int, default=4)
     parser.add_argument("--grpo-steps", type=int, default=12)
     parser.add_argument("--grpo-lr", type=float, default=5e-6)
     parser.add_argument("--rollout-batch-size", type=int, default=4)
     parser.add_argument("--n-samples", type=int, default=4)
-    parser.add_argument("--max-steps", type=int, default=5)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--max-context", type=int, default=2048)
+    parser.add_argument("--rollout-temperature", type=float, default=0.8)
+    parser.add_argument("--rs-epochs", type=int, default=1)
+    small = profile_budget("small")  # the budget every stage shares (codedojo.agent.budget)
+    parser.add_argument("--max-steps", type=int, default=small.max_steps)
+    parser.add_argument("--max-new-tokens", type=int, default=small.max_new_tokens)
+    parser.add_argument("--max-context", type=int, default=small.max_context_tokens)
     parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args()
+    parser.add_argument("--seed", type=int, default=0, help="the root of every seed in the plan")
+    parser.add_argument("--device", default="cpu")
+    return parser.parse_args(argv)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def make_plan(args: argparse.Namespace, *, train: list[Task], held_out: list[Task],
+              transfer: list[Task]) -> dict[str, Any]:
+    seeds = {"demos": args.seed, "sft": args.seed, "grpo": args.seed, "rs_sampling": args.seed + 1,
+             "rs_sft": args.seed, "eval": args.seed + 7}
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
+                if k not in ("out", "work", "device", "concurrency")}
+    return {
+        "hypothesis": HYPOTHESIS,
+        "command": "python bench/learning.py " + shlex.join(sys.argv[1:]),
+        "git_commit": git_commit(),
+        "settings": settings,
+        "seeds": seeds,
+        "rs_episodes": args.grpo_steps * args.rollout_batch_size * args.n_samples,
+        "training_tasks": sorted(t.name for t in train),
+        "held_out_tasks": sorted(t.name for t in held_out),
+        "transfer_tasks": sorted(t.name for t in transfer),
+    }
+
+
+def register(plan: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Write the plan before any result exists, or check a rerun against the one already registered."""
+    path = work / "plan.json"
+    if path.is_file():
+        registered = json.loads(path.read_text())
+        body = {k: v for k, v in registered.items() if k not in ("registered_at", "sha256", "command", "git_commit")}
+        mine = {k: v for k, v in plan.items() if k not in ("command", "git_commit")}
+        if body != mine:
+            differ = sorted(k for k in body.keys() | mine.keys() if body.get(k) != mine.get(k))
+            raise PlanMismatch(f"{path} registers another plan (differs in: {', '.join(differ)}); use a new --work "
+                               "folder for a new plan")
+        return registered
+    text = json.dumps(plan, sort_keys=True)
+    registered = {**plan, "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    work.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(registered, indent=2))
+    return registered
+
+
+def agent_config(args: argparse.Namespace, *, temperature: float) -> AgentConfig:
+    profile = profile_for(args.model)
+    return AgentConfig(max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
+                       max_context_tokens=args.max_context, prompt_profile=profile,
+                       max_output_chars=profile_budget(profile).max_output_chars,
+                       sampling=SamplingParams(temperature=temperature))
+
+
+def run_eval(model: Any, tasks: list[Task], *, args: argparse.Namespace, n: int, temperature: float, seed: int,
+             out: Path, console: Console) -> dict[str, Any]:
+    """An evaluation's report as a dict (cached in `out`; trajectories beside it)."""
+    if out.is_file():
+        return json.loads(out.read_text())
+
+    async def go() -> EvalReport:
+        engine = await open_engine(model, device=args.device)
+        try:
+            return await evaluate(tasks, engine=engine, n=n, agent_config=agent_config(args, temperature=temperature),
+                                  rollout=RolloutConfig(max_open_sandboxes=args.concurrency), seed=seed,
+                                  trajectory_dir=out.with_suffix(""), console=console)
+        finally:
+            await engine.close()
+
+    data = asyncio.run(go()).to_dict()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2))
+    return data
+
+
+def report_of(data: dict[str, Any]) -> EvalReport:
+    """An EvalReport rebuilt from its `to_dict` form (per-task counts are all the scores need)."""
+    tasks = [TaskScore(task=t["task"], samples=t["samples"], solved=t["solved"], mean_reward=t["mean_reward"],
+                       statuses=t["statuses"]) for t in data["per_task"]]
+    return EvalReport(tasks=tasks, n=data["n"], statuses=data["statuses"], wall_sec=data["wall_sec"])
+
+
+def figures(data: dict[str, Any]) -> dict[str, Any]:
+    n = data["n"]
+    return {"pass@1": data["pass@1"], "stderr": data["pass@1_stderr"], f"pass@{n}": data.get(f"pass@{n}"),
+            "tasks": data["tasks"], "statuses": data["statuses"], "wall_sec": data["wall_sec"]}
+
+
+def difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    d = paired_difference(report_of(before), report_of(after))
+    exceeds = d.stderr is not None and d.mean > 2 * d.stderr
+    return {**d.to_dict(), "exceeds_2_stderr": exceeds}
+
+
+def rs_tasks(train: list[Task], episodes: int) -> tuple[list[Task], int]:
+    """Training tasks and episodes per task that give at least `episodes` rollouts, spread evenly."""
+    per_task = max(1, math.ceil(episodes / len(train)))
+    count = math.ceil(episodes / per_task)
+    return train[:count], per_task
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     console = Console(stderr=True)
     work, out = args.work, args.out
-    work.mkdir(parents=True, exist_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    times: dict[str, float] = {}
-    if (work / "times.json").is_file():
-        times = json.loads((work / "times.json").read_text())
+    held = tuple(r for r in args.held_out.split(",") if r)
+    times: dict[str, float] = json.loads((work / "times.json").read_text()) if (work / "times.json").is_file() else {}
 
     def stage(name: str, started: float) -> None:
-        times[name] = times.get(name) or round(time.monotonic() - started, 1)
+        times.setdefault(name, round(time.monotonic() - started, 1))
         (work / "times.json").write_text(json.dumps(times, indent=2))
 
     t0 = time.monotonic()
-    train, held_out = split_by_repository(discover_tasks([builtin_warmup_suite(console=console)]), held_out=HELD_OUT)
-    console.print(f"{len(train)} training tasks, {len(held_out)} held-out tasks ({', '.join(HELD_OUT)})")
+    if args.tasks is not None:
+        train, held_out = split_by_repository(discover_tasks([args.tasks]), held_out=held)
+        transfer: list[Task] = []
+    else:
+        suite = builtin_suite(console=console, tier=args.tier, per_repo=args.per_repo)
+        train, held_out = split_by_repository(discover_tasks([suite]), held_out=held)
+        transfer = []
+        if args.tier != "warmup":
+            warm = builtin_suite(console=console, tier="warmup", per_repo=args.per_repo)
+            _, transfer = split_by_repository(discover_tasks([warm]), held_out=held)
+    if not train or not held_out:
+        raise SystemExit(f"{len(train)} training and {len(held_out)} held-out tasks: need both "
+                         f"(held-out repositories: {', '.join(held)})")
+    plan = register(make_plan(args, train=train, held_out=held_out, transfer=transfer), work)
+    seeds = plan["seeds"]
+    console.print(f"{len(train)} training tasks, {len(held_out)} held-out tasks ({', '.join(held)}), "
+                  f"{len(transfer)} transfer tasks; plan {work / 'plan.json'}")
     stage("tasks", t0)
 
     t0 = time.monotonic()
     demo_dir = work / "demos"
     if not (demo_dir / ".complete").is_file():
-        tokenizer = resolve_model(MODEL).load_tokenizer()
-        _, counts = asyncio.run(demonstrations(train, tokenizer=tokenizer, per_task=1, seed=0,
+        tokenizer = resolve_model(args.model).load_tokenizer()
+        _, counts = asyncio.run(demonstrations(train, tokenizer=tokenizer, per_task=1, seed=seeds["demos"],
                                                agent_config=agent_config(args, temperature=1.0), out_dir=demo_dir,
                                                concurrency=4))
+        if not counts["solved"]:
+            raise SystemExit(f"the expert solved none of the {len(train)} training tasks: {counts}")
         (demo_dir / ".complete").write_text(json.dumps(counts))
         stage("demos", t0)
 
     t0 = time.monotonic()
     sft_dir = work / "sft"
     if not (sft_dir / "final" / "config.json").is_file():
-        run_sft(model=MODEL, trajectories=load_trajectories([demo_dir]), device="cpu", out_dir=sft_dir,
-                config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=8), console=console)
+        run_sft(model=args.model, trajectories=load_trajectories([demo_dir]), device=args.device, out_dir=sft_dir,
+                config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
+                                 seed=seeds["sft"]), console=console)
         stage("sft", t0)
+    sft_model = HFFolder(path=str(sft_dir / "final"))
 
     t0 = time.monotonic()
     grpo_dir = work / "grpo"
@@ -136,55 +259,89 @@ def main() -> int:
         recipe = SmolLM2_Recipe(
             num_rollout=args.grpo_steps, rollout_batch_size=args.rollout_batch_size,
             n_samples_per_prompt=args.n_samples, lr=args.grpo_lr, rollout_max_response_len=args.max_new_tokens,
-            rollout_max_context_len=args.max_context, max_open_sandboxes=args.concurrency,
-            save="checkpoints", save_interval=args.grpo_steps,
-            extra_config=ExtraConfig(agentic_max_steps=args.max_steps, agentic_exec_timeout=30.0))
-        TrainConfig(model=HFFolder(path=str(sft_dir / "final")),
-                    dataset=AgentTaskDataset(write_dataset(train, work / "train.jsonl")), recipe=recipe,
-                    run_dir=grpo_dir, device="cpu").launch()
+            rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
+            max_open_sandboxes=args.concurrency, seed=seeds["grpo"], save="checkpoints",
+            save_interval=args.grpo_steps, extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
+        TrainConfig(model=sft_model, dataset=AgentTaskDataset(write_dataset(train, work / "train.jsonl")),
+                    recipe=recipe, run_dir=grpo_dir, device=args.device).launch()
         stage("grpo", t0)
 
-    results = {}
-    for name, model in (("base", MODEL), ("sft", HFFolder(path=str(sft_dir / "final"))),
-                        ("grpo", HFFolder(path=str(grpo_dir / "final")))):
+    t0 = time.monotonic()
+    rs_dir = work / "rs"
+    if not (rs_dir / "final" / "config.json").is_file():
+        tasks, per_task = rs_tasks(train, plan["rs_episodes"])
+        sampled = run_eval(sft_model, tasks, args=args, n=per_task, temperature=args.rollout_temperature,
+                           seed=seeds["rs_sampling"], out=work / "rs_sampling.json", console=console)
+        solved = load_trajectories([work / "rs_sampling"], min_reward=1.0)
+        console.print(f"rejection sampling: {len(solved)} solved of {tasks and len(tasks) * per_task} episodes")
+        if solved:
+            run_sft(model=sft_model, trajectories=solved, device=args.device, out_dir=rs_dir,
+                    config=SFTConfig(epochs=args.rs_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
+                                     seed=seeds["rs_sft"]), console=console)
+        else:  # nothing to learn from: the baseline is the SFT model itself
+            (rs_dir / "final").mkdir(parents=True, exist_ok=True)
+            (rs_dir / "final" / "NOTHING_SOLVED").write_text(json.dumps(sampled["statuses"]))
+        stage("rs", t0)
+    rs_model = sft_model if (rs_dir / "final" / "NOTHING_SOLVED").is_file() else HFFolder(path=str(rs_dir / "final"))
+
+    results: dict[str, dict[str, Any]] = {}
+    models = {"base": args.model, "sft": sft_model, "grpo": HFFolder(path=str(grpo_dir / "final")), "rs": rs_model}
+    for name, model in models.items():
         t0 = time.monotonic()
-        results[name] = eval_model(model, held_out, args=args, out=work / f"eval_{name}.json", console=console)
+        results[name] = run_eval(model, held_out, args=args, n=args.n, temperature=args.eval_temperature,
+                                 seed=seeds["eval"], out=work / f"eval_{name}.json", console=console)
         stage(f"eval_{name}", t0)
         console.print(f"{name}: pass@1 {results[name]['pass@1']:.4f} +- {results[name]['pass@1_stderr'] or 0:.4f}")
+    transfer_results: dict[str, dict[str, Any]] = {}
+    if transfer:
+        for name in ("sft", "grpo"):
+            t0 = time.monotonic()
+            transfer_results[name] = run_eval(models[name], transfer, args=args, n=args.n,
+                                              temperature=args.eval_temperature, seed=seeds["eval"],
+                                              out=work / f"transfer_{name}.json", console=console)
+            stage(f"transfer_{name}", t0)
 
-    curve = [(r["step"], r["rollout/reward_mean"]) for r in map(json.loads, (grpo_dir / "metrics.jsonl").open())
-             if r.get("kind") == "train"]
-    gain, gain_se = paired_difference(results["sft"], results["grpo"])
-    summary = {
-        "command": "python bench/learning.py " + shlex.join(sys.argv[1:]),
-        "held_out_repositories": list(HELD_OUT), "held_out_tasks": len(held_out), "training_tasks": len(train),
-        "n": args.n, "temperature": 0.6,
-        **{name: {"pass@1": r["pass@1"], "stderr": r["pass@1_stderr"], f"pass@{args.n}": r.get(f"pass@{args.n}"),
-                  "statuses": r["statuses"], "wall_sec": r["wall_sec"]} for name, r in results.items()},
-        "grpo_minus_sft": {"mean": gain, "stderr": gain_se, "exceeds_2_stderr": bool(gain > 2 * gain_se)},
-        "reward_curve": curve, "stage_seconds": times,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")},
+    curve = [(r["step"], r["rollout/reward_mean"], r.get("rollout/mixed_group_frac"))
+             for r in map(json.loads, (grpo_dir / "metrics.jsonl").open()) if r.get("kind") == "train"]
+    gain = difference(results["sft"], results["grpo"])
+    summary: dict[str, Any] = {
+        "plan": plan,
+        "held_out_tasks": len(held_out), "training_tasks": len(train), "n": args.n,
+        **{name: figures(r) for name, r in results.items()},
+        "grpo_minus_sft": gain,
+        "grpo_minus_rs": difference(results["rs"], results["grpo"]),
+        "rs_minus_sft": difference(results["sft"], results["rs"]),
+        "sft_minus_base": difference(results["base"], results["sft"]),
+        "hypothesis_holds": gain["exceeds_2_stderr"],
+        "rs_solved_episodes": len(load_trajectories([work / "rs_sampling"], min_reward=1.0)),
+        "reward_curve": curve, "stage_seconds": times, "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
+    if transfer_results:
+        summary["transfer"] = {**{name: figures(r) for name, r in transfer_results.items()},
+                               "grpo_minus_sft": difference(transfer_results["sft"], transfer_results["grpo"])}
+    out.mkdir(parents=True, exist_ok=True)
     (out / "learning.json").write_text(json.dumps(summary, indent=2, default=str))
     plot(summary, out / "learning.png")
-    console.print(json.dumps({k: summary[k] for k in ("base", "sft", "grpo", "grpo_minus_sft")}, indent=2))
+    console.print(json.dumps({k: summary[k] for k in ("base", "sft", "grpo", "rs", "grpo_minus_sft")}, indent=2))
     return 0
 
 
-def plot(summary: dict, path: Path) -> None:
+def plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    steps = [s + 1 for s, _ in summary["reward_curve"]]
-    left.plot(steps, [r for _, r in summary["reward_curve"]], marker="o")
-    left.set(title="GRPO: mean training reward per step", xlabel="step", ylabel="reward")
-    names = ["base", "sft", "grpo"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [s + 1 for s, _, _ in summary["reward_curve"]]
+    left.plot(steps, [r for _, r, _ in summary["reward_curve"]], marker="o", label="mean reward")
+    left.plot(steps, [m or 0.0 for _, _, m in summary["reward_curve"]], marker="x", label="groups with mixed rewards")
+    left.set(title="GRPO on the training tasks", xlabel="step", ylim=(0, 1))
+    left.legend()
+    names = ["base", "sft", "rs", "grpo"]
     values = [summary[n]["pass@1"] or 0.0 for n in names]
     errors = [summary[n]["stderr"] or 0.0 for n in names]
-    right.bar(names, values, yerr=errors, capsize=6, color=["#a0aec0", "#4299e1", "#2f855a"])
+    right.bar(names, values, yerr=errors, capsize=6, color=["#a0aec0", "#4299e1", "#ed8936", "#2f855a"])
     right.set(title=f"held-out pass@1 ({summary['held_out_tasks']} tasks, n={summary['n']})", ylabel="pass@1")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

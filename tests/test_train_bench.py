@@ -42,3 +42,73 @@ def test_gpu_bench_runs_on_the_cpu_with_the_tiny_shape(tmp_path: Path) -> None:
     for side in ("all", "hf_bf16"):
         assert tiny["trainer"][side]["tok_s"] > 0 and tiny["trainer"][side]["model_tflops"] >= 0
     assert result["peaks"]["bf16_matmul_tflops"] > 0 and result["peaks"]["copy_gb_per_s"] > 0
+
+
+def _learning_bench():
+    spec = importlib.util.spec_from_file_location("bench_learning_test", BENCH / "learning.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_learning_test"] = bench
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_learning_plan_is_registered_once_and_a_different_one_is_refused(tmp_path: Path) -> None:
+    bench = _learning_bench()
+    plan = {"hypothesis": bench.HYPOTHESIS, "command": "python bench/learning.py", "git_commit": "abc",
+            "settings": {"n": 2, "tier": "guided"}, "seeds": {"eval": 7}, "held_out_tasks": ["a-001-guided"]}
+    registered = bench.register(plan, tmp_path)
+    on_disk = json.loads((tmp_path / "plan.json").read_text())
+    assert on_disk == registered and len(registered["sha256"]) == 64 and registered["registered_at"]
+    # the same plan again (another commit, another spelling of the command) keeps the first registration
+    again = bench.register({**plan, "git_commit": "def", "command": "python bench/learning.py --n 2"}, tmp_path)
+    assert again == registered
+    try:
+        bench.register({**plan, "settings": {"n": 4, "tier": "guided"}, "seeds": {"eval": 8}}, tmp_path)
+    except bench.PlanMismatch as refused:
+        assert "seeds, settings" in str(refused) and "new --work" in str(refused)
+    else:
+        raise AssertionError("a different plan was accepted in the same work folder")
+    assert json.loads((tmp_path / "plan.json").read_text()) == registered
+
+
+def test_rejection_sampling_rolls_out_at_least_as_many_episodes_as_grpo() -> None:
+    bench = _learning_bench()
+    tasks = [f"t{i}" for i in range(10)]
+    for episodes in (1, 7, 10, 48, 192):
+        chosen, per_task = bench.rs_tasks(tasks, episodes)
+        assert episodes <= len(chosen) * per_task < episodes + per_task
+        assert chosen == tasks[:len(chosen)]
+    assert bench.rs_tasks(tasks, 48) == (tasks[:10], 5)
+
+
+def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> None:
+    """Every stage end to end with the tiny random model (which solves nothing: the rejection-sampling baseline
+    then falls back to the SFT model); the plan is registered first and a second run reuses every stage."""
+    import shutil
+
+    from codedojo.tasks.task import examples_dir
+
+    bench = _learning_bench()
+    tasks = tmp_path / "tasks"
+    for name, repo in (("fix-add", "calc"), ("fix-greeting", "greet")):
+        shutil.copytree(examples_dir() / name, tasks / name)
+        toml = tasks / name / "task.toml"
+        toml.write_text(toml.read_text().replace("[metadata]\n", f'[metadata]\nrepository = "{repo}"\n'))
+    argv = ["--tasks", str(tasks), "--held-out", "calc", "--model", "tiny-llama", "--work", str(tmp_path / "work"),
+            "--out", str(tmp_path / "out"), "--n", "1", "--sft-epochs", "1", "--grpo-steps", "1",
+            "--rollout-batch-size", "1", "--n-samples", "2", "--max-new-tokens", "160", "--max-context", "4096",
+            "--concurrency", "2"]
+    assert bench.main(argv) == 0
+    result = json.loads((tmp_path / "out" / "learning.json").read_text())
+    # the expert needs a git work tree to read its reference fix from: fix-greeting has one, fix-add not
+    assert result["plan"]["held_out_tasks"] == ["fix-add"] and result["plan"]["training_tasks"] == ["fix-greeting"]
+    assert result["plan"]["rs_episodes"] == 2 and result["rs_solved_episodes"] == 0
+    for name in ("base", "sft", "grpo", "rs"):
+        assert result[name]["tasks"] == 1 and result[name]["pass@1"] is not None
+    assert set(result["grpo_minus_sft"]) == {"mean", "stderr", "tasks", "exceeds_2_stderr"}
+    assert len(result["reward_curve"]) == 1
+    assert (tmp_path / "out" / "learning.png").stat().st_size > 0
+    times = json.loads((tmp_path / "work" / "times.json").read_text())
+    assert bench.main(argv) == 0  # every stage cached: nothing reruns, the stage times stay the first run's
+    assert json.loads((tmp_path / "work" / "times.json").read_text()) == times

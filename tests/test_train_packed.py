@@ -142,3 +142,26 @@ def test_bf16_logprobs_stay_within_the_stated_bound_of_fp32() -> None:
     torch.cat(bf16).sum().backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 and float(p.grad.abs().sum()) > 0
                for p in model.parameters())
+
+
+def test_sft_loss_with_a_shared_prefix_equals_the_unshared_loss_and_gradients() -> None:
+    """SFT lays a micro-batch's common opening (system prompt, worked examples) out once: exact in fp32."""
+    from codedojo.train.policy import Policy
+    from codedojo.train.sft import sft_loss
+
+    policy = Policy(TinyModel(architecture="llama", seed=3).load().hf_model().train())
+    gen = torch.Generator().manual_seed(5)
+    opening = torch.randint(5, 200, (40,), generator=gen).tolist()
+    sequences = [opening + torch.randint(5, 200, (n,), generator=gen).tolist() for n in (9, 25, 3)]
+    masks = [[0] * 39 + [1] * (len(s) - 40) for s in sequences]  # the agent's tokens only, as in a demonstration
+    num_tokens = sum(map(sum, masks))
+    plain = sft_loss(policy, sequences, masks, num_tokens=num_tokens, chunk_size=8)
+    plain.backward()
+    expected = _grads(policy.model)
+    shared = sft_loss(policy, sequences, masks, num_tokens=num_tokens, chunk_size=8, share_prefix=True)
+    shared.backward()
+    got = _grads(policy.model)
+    assert abs(float(shared.detach()) - float(plain.detach())) < 1e-6
+    assert float(plain.detach()) > 1.0  # a random model: the loss is far from 0, so equality means something
+    for name, g in expected.items():
+        assert torch.allclose(got[name], g, atol=1e-6, rtol=1e-4), name

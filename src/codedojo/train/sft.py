@@ -2,7 +2,9 @@
 
 Same token layout, loss mask and packing as the RL trainer: each trajectory's kept token sequence is a
 training sequence, and only the tokens the agent produced (loss mask 1) are learned. The loss of an
-optimizer step is the mean negative logprob over that step's trainable tokens. The result is a Hugging
+optimizer step is the mean negative logprob over that step's trainable tokens. The trajectories of a step
+share their opening (system prompt and worked examples: a third of a small-profile demonstration), which
+the packed forward can lay out once per micro-batch (`share_prefix`, exact like GRPO groups). The result is a Hugging
 Face folder (`<out>/final`) that the RL trainer, `codedojo eval` and `codedojo serve` load, plus
 metrics.jsonl / TensorBoard and the report page like a training run.
 """
@@ -24,10 +26,11 @@ from codedojo.agent.trajectory import Trajectory
 from codedojo.config.recipe import Recipe
 from codedojo.precision import compute_dtype
 from codedojo.progress import stage_progress
-from codedojo.rl.packing import pack
+from codedojo.rl.packing import pack_groups
 from codedojo.train.checkpoint import save_hf_folder
 from codedojo.train.observability import MetricsLog
 from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
 
 
@@ -59,6 +62,10 @@ class SFTConfig:
     """Shuffling seed."""
     bf16: bool | None = None
     """Matmuls in bf16 over fp32 master weights; None: where the device computes bf16 natively."""
+    share_prefix: bool = False
+    """Lay out the token prefix a micro-batch's trajectories share once (exact). Off by default: on an AVX2
+    machine without native bf16 it measured 0.62x (54.3 vs 87.1 tokens/s, 4 real demonstrations, budget
+    2048; 0.91x at 4096), since the suffix attention's explicit masks cost more than the prefix saves."""
 
     def as_recipe(self, *, total_steps: int) -> Recipe:
         """The optimizer and schedule settings in the RL recipe's terms (one shared implementation)."""
@@ -68,9 +75,11 @@ class SFTConfig:
 
 
 def sft_loss(policy: Policy, sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *,
-             num_tokens: int, chunk_size: int) -> torch.Tensor:
-    """Sum of -logprob over trainable positions, divided by the step's trainable-token count."""
-    logprobs, _ = policy.logprobs(sequences, temperature=1.0, chunk_size=chunk_size, used=masks)
+             num_tokens: int, chunk_size: int, share_prefix: bool = False) -> torch.Tensor:
+    """Sum of -logprob over trainable positions, divided by the step's trainable-token count; with
+    `share_prefix` the sequences' common prefix is computed once (same value and gradients)."""
+    groups = [0] * len(sequences) if share_prefix else None
+    logprobs, _ = policy.logprobs(sequences, temperature=1.0, chunk_size=chunk_size, used=masks, groups=groups)
     lp_T = torch.cat(logprobs)
     mask_T = torch.tensor([m for mask in masks for m in mask], dtype=lp_T.dtype, device=lp_T.device)
     return -(lp_T * mask_T).sum() / max(num_tokens, 1)
@@ -127,10 +136,13 @@ def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig
                     num_tokens = sum(sum(t.loss_mask[1:]) for t in batch)
                     t0 = time.monotonic()
                     loss_value = 0.0
-                    for mb in pack([len(t.token_ids) for t in batch], max_tokens=config.max_tokens_per_gpu):
+                    keys = [0] * len(batch) if config.share_prefix else list(range(len(batch)))
+                    for mb in pack_groups([t.token_ids for t in batch], keys, max_tokens=config.max_tokens_per_gpu,
+                                          min_shared=MIN_SHARED_PREFIX):
                         micro = [batch[i] for i in mb.indices]
                         loss = sft_loss(policy, [t.token_ids for t in micro], [t.loss_mask[1:] for t in micro],
-                                        num_tokens=num_tokens, chunk_size=config.log_probs_chunk_size)
+                                        num_tokens=num_tokens, chunk_size=config.log_probs_chunk_size,
+                                        share_prefix=config.share_prefix)
                         loss.backward()
                         loss_value += float(loss.detach())
                     norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.clip_grad)
