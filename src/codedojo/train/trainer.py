@@ -199,7 +199,6 @@ class LocalTrainer:
         torch.manual_seed(recipe.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         checkpoints = self._checkpoint_root()
-        metrics = MetricsLog(self.run_dir)
         trace = Trace(self.run_dir / "trace.json" if recipe.capture_trace else None)
         hook = load_hook(recipe.custom_rollout_log_function)
         with self.console.status("loading the model"):
@@ -219,10 +218,12 @@ class LocalTrainer:
             torch.set_rng_state(state.rng["torch"])
             await self._sync_weights(engine, policy)
             self.console.print(f"resumed from {resumed_from} at step {start}")
+        metrics = MetricsLog(self.run_dir, start=start)
+        self._forget_episodes(after=start)
         agent_config = agent_config_for(recipe, profile=self.profile)
         rollout = rollout_config_for(recipe)
-        last_metrics: dict[str, Any] = {}
-        train_rows: list[dict[str, Any]] = []
+        train_rows: list[dict[str, Any]] = [r for r in metrics.kept if r["kind"] == "train"]
+        last_metrics: dict[str, Any] = train_rows[-1] if train_rows else {}
         try:
             if start == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
                 with trace.span("eval", step=0):
@@ -360,6 +361,12 @@ class LocalTrainer:
                 f.write(json.dumps({"step": step + 1, "task": e.request.task.name, "sample": e.request.sample,
                                     "status": e.status, "reward": e.reward, "turns": len(t.turns) if t else 0,
                                     "error": e.error, "messages": messages}) + "\n")
+
+    def _forget_episodes(self, *, after: int) -> None:
+        """Remove the episode files of steps after `after` (written by a run killed before their checkpoint)."""
+        for path in (self.run_dir / "episodes").glob("step_*.jsonl"):
+            if int(path.stem.removeprefix("step_")) > after:
+                path.unlink()
 
     def _dump(self, step: int, samples: list[dict[str, Any]], *, prefix: str) -> None:
         template = self.recipe.save_debug_rollout_data
