@@ -10,7 +10,7 @@ marked invalid, so the trainer can leave them out of training and of group stati
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,9 @@ class ThrottledEngine:
 
     async def end_session(self, session_id: str) -> None:
         await self.engine.end_session(session_id)
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        return await self.engine.update_weights(state)
 
     async def close(self) -> None:
         await self.engine.close()

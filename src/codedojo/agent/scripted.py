@@ -7,7 +7,7 @@ scheduling and the trainer's data path all run for real; only the choice of word
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from codedojo.inference.protocol import Completion, SamplingParams
@@ -45,6 +45,10 @@ class ScriptedPolicy:
 
     async def end_session(self, session_id: str) -> None:
         self._turn.pop(session_id, None)
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        """A script has no weights: nothing to load, and the version stays 0."""
+        return 0
 
     async def close(self) -> None:
         self._turn.clear()

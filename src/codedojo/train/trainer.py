@@ -380,9 +380,7 @@ class LocalTrainer:
 
     async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
         started = time.monotonic()
-        update_weights = getattr(engine, "update_weights", None)
-        if update_weights is not None:
-            await update_weights(policy.engine_state())
+        await engine.update_weights(policy.engine_state())
         return time.monotonic() - started
 
     def _save(self, root: Path, name: str, step: int, policy: Policy, optimizer: torch.optim.Optimizer,
