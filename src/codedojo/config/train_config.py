@@ -138,8 +138,8 @@ class TrainConfig:
     def _launch_local(self, *, engine_factory: Any) -> Run:
         from rich.console import Console
 
-        from codedojo.agent.engines import default_device
         from codedojo.inference.protocol import SamplingParams
+        from codedojo.precision import default_device
         from codedojo.tasks.task import Task, TaskError
         from codedojo.train.trainer import LocalTrainer
 

