@@ -36,11 +36,11 @@ from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
 from codedojo.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
 from codedojo.train.observability import MetricsLog, Trace, load_hook
-from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
 from codedojo.train.samples import build_batch, slime_sample
-from codedojo.train.step import update
+from codedojo.train.step import UpdateConfig, update
 from codedojo.trial.runner import TrialOptions
 
 EngineFactory = Callable[[Any], Awaitable[Engine]]
@@ -116,6 +116,24 @@ def rollout_config_for(recipe: Recipe) -> RolloutConfig:
     )
 
 
+def update_config_for(recipe: Recipe) -> UpdateConfig:
+    """The recipe's fields that the update step and its optimizer read, resolved once: the global batch size,
+    the clip bounds, whether a KL term runs (use_kl_loss with a non-zero coefficient)."""
+    low, high = recipe.effective_clip
+    optimizer = OptimizerConfig(
+        lr=recipe.lr, min_lr=recipe.min_lr, lr_decay_style=recipe.lr_decay_style,
+        lr_warmup_iters=recipe.lr_warmup_iters, lr_decay_iters=recipe.lr_decay_iters,
+        total_steps=recipe.num_rollout * recipe.optimizer_steps_per_rollout, weight_decay=recipe.weight_decay,
+        adam_beta1=recipe.adam_beta1, adam_beta2=recipe.adam_beta2, adam_eps=recipe.adam_eps)
+    return UpdateConfig(
+        optimizer=optimizer, global_batch_size=recipe.effective_global_batch_size,
+        max_tokens_per_gpu=recipe.max_tokens_per_gpu, log_probs_chunk_size=recipe.log_probs_chunk_size,
+        temperature=recipe.rollout_temperature, eps_clip=low, eps_clip_high=high, clip_grad=recipe.clip_grad,
+        use_kl=recipe.use_kl_loss and recipe.kl_loss_coef != 0.0, kl_loss_coef=recipe.kl_loss_coef,
+        kl_loss_type=recipe.kl_loss_type, entropy_coef=recipe.entropy_coef, use_tis=recipe.use_tis,
+        tis_clip=recipe.tis_clip)
+
+
 def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str, float]:
     """Per-step rollout metrics: rewards, statuses, turns, tokens, phase timings, throughput."""
     valid = [e for e in episodes if e.valid]
@@ -174,6 +192,7 @@ class LocalTrainer:
         self.engine_factory = engine_factory
         self.console = console or Console(stderr=True)
         self.profile = profile_for(model)
+        self.update_config = update_config_for(recipe)
         self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
         """Every evaluation of this process, by eval set (the first is the before-training one)."""
 
@@ -183,9 +202,8 @@ class LocalTrainer:
         spec = resolve_model(self.model_spec)
         loaded = await asyncio.to_thread(spec.load, device=self.device, dtype=torch.float32)
         recipe = self.recipe
-        use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
         policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
-                        keep_reference=use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
+                        keep_reference=self.update_config.use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
         if self.engine_factory is not None:
             engine = await self.engine_factory(loaded)
         else:
@@ -203,9 +221,8 @@ class LocalTrainer:
         hook = load_hook(recipe.custom_rollout_log_function)
         with self.console.status("loading the model"):
             policy, engine, hf_config, tokenizer = await self._open()
-        total_optimizer_steps = recipe.num_rollout * recipe.optimizer_steps_per_rollout
-        optimizer = build_optimizer(policy.trainable_parameters(), recipe)
-        scheduler = build_scheduler(optimizer, recipe, total_steps=total_optimizer_steps)
+        optimizer = build_optimizer(policy.trainable_parameters(), self.update_config.optimizer)
+        scheduler = build_scheduler(optimizer, self.update_config.optimizer)
         sampler = TaskSampler(num_tasks=len(self.tasks), seed=recipe.seed)
         shuffle_rng = random.Random(recipe.seed)
         start = 0
@@ -248,7 +265,7 @@ class LocalTrainer:
                                      if samples else 0.0})
                 with trace.span("train", step=step):
                     step_metrics.update(await asyncio.to_thread(update, policy, optimizer, scheduler, samples,
-                                                                recipe, rng=shuffle_rng))
+                                                                self.update_config, rng=shuffle_rng))
                 with trace.span("weight_sync", step=step):
                     step_metrics["perf/weight_sync_seconds"] = await self._sync_weights(engine, policy)
                 step_metrics["perf/step_seconds"] = time.monotonic() - step_started
