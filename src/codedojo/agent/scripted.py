@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from codedojo.inference.protocol import Completion, SamplingParams
+from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 
 Script = Sequence[str] | Callable[[str], Sequence[str]]
 
@@ -37,7 +37,7 @@ class ScriptedPolicy:
         self._turn[key] = turn + 1
         text = replies[min(turn, len(replies) - 1)] if replies else ""
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
-        finish = "stop"
+        finish: FinishReason = "stop"
         if len(ids) > params.max_new_tokens:
             ids, finish = ids[: params.max_new_tokens], "length"
         return Completion(token_ids=tuple(ids), logprobs=tuple([self._logprob] * len(ids)), finish_reason=finish,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from codedojo.config.dataset import DatasetConfig
-from codedojo.config.recipe import Backend, Recipe
+from codedojo.config.recipe import Backend, Recipe, field_default
 from codedojo.config.run import BackendRequired, Run
 
 LAUNCHERS: dict[str, str] = {
@@ -93,8 +93,7 @@ class TrainConfig:
         """(field, reason) for every field set away from its default that `backend` does not use."""
         if backend != "local":
             return []
-        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
-                    for f in dataclasses.fields(Recipe)}
+        defaults = {f.name: field_default(f) for f in dataclasses.fields(Recipe)}
         out = []
         for reason, names in LOCAL_IGNORES.items():
             for name in names:

@@ -14,6 +14,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -86,7 +87,7 @@ def _stamp_matches(folder: Path, stamp: dict[str, object]) -> bool:
 def _convert_gguf(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # transformers refuses to save a GGUF-loaded model while it still looks quantised; the weights
     # are already dequantised to fp32, so drop the markers.

@@ -70,7 +70,8 @@ def builtin_warmup_suite(*, console: Console, per_repo: int = 30) -> Path:
 
 
 def split_by_repository(paths: list[Path], *, held_out: tuple[str, ...]) -> tuple[list[Task], list[Task]]:
-    train, evaluation = [], []
+    train: list[Task] = []
+    evaluation: list[Task] = []
     for path in paths:
         task = Task.load(path)
         (evaluation if task.config.metadata.get("repository") in held_out else train).append(task)

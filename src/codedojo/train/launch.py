@@ -41,7 +41,7 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
         "recipe": {f.name: getattr(config.recipe, f.name) for f in dataclasses.fields(config.recipe)},
         "derived": config.derived(), "device": device, "tasks": len(tasks),
         "eval_sets": {e.name: len(e.tasks) for e in evals},
-    }, indent=2, default=lambda o: dataclasses.asdict(o) if dataclasses.is_dataclass(o) else str(o)))
+    }, indent=2, default=_plain))
     _print_plan(console, config, run_id=run_id, run_dir=run_dir, device=device, tasks=tasks, evals=evals)
     trainer = LocalTrainer(model=config.model, tasks=tasks, recipe=config.recipe, run_dir=run_dir, device=device,
                            eval_sets=evals, engine_factory=engine_factory, console=console)
@@ -51,6 +51,13 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
     if config.recipe.save:
         console.print(f"checkpoints: {run_dir / config.recipe.save}")
     return Run(training_run_id=run_id, run_dir=run_dir, backend="local", summary=summary)
+
+
+def _plain(value: Any) -> Any:
+    """config.json's encoding of what JSON lacks: records as dicts, anything else as its str."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
 
 
 def load_tasks(dataset: DatasetConfig) -> list[Task]:

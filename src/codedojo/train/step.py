@@ -158,7 +158,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     metrics.setdefault("train/loss", 0.0)  # every advantage 0 and no KL/entropy term: the loss is exactly 0
     metrics.update({
         "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
-        "train/lr": scheduler.get_last_lr()[0],
+        "train/lr": float(scheduler.get_last_lr()[0]),
         "train/optimizer_steps": float(len(grad_norms)), "train/samples": float(len(samples)),
         "train/trained_tokens": float(trained_tokens),
         "train/tokens": float(sum(len(p.sample.token_ids) for p in by_index.values())),
