@@ -20,6 +20,7 @@ from codedojo.agent.prompts import PromptProfile
 from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
+from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
 
@@ -55,7 +56,7 @@ class Episode:
     """A finished episode: the trial's result, the trajectory, and the shaped reward."""
 
     request: EpisodeRequest
-    status: str
+    status: EpisodeStatus
     reward: float | None
     """Shaped training reward; None when the episode has no valid reward (infrastructure failure)."""
     rewards: dict[str, float] | None
@@ -121,7 +122,7 @@ async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: 
                                    request=request, attempts=attempts, timings=timings)
         if trajectory_dir is not None:
             trajectory.save(trajectory_dir / f"{trajectory.episode_id}.json")
-    return Episode(request=request, status=str(result.status), reward=reward,
+    return Episode(request=request, status=result.status, reward=reward,
                    rewards=result.rewards if result.reward_valid else None, trajectory=trajectory,
                    attempts=attempts, timings=timings, error=result.error)
 

@@ -22,12 +22,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-BUDGET_STATUSES = frozenset({"step_limit", "context_limit", "episode_timeout"})
+from codedojo.trial.result import EpisodeStatus
+
 PHASES = ("environment_setup", "agent", "verifier", "teardown", "agent_generate", "agent_exec")
 
 
 def _get(sample: Any, name: str) -> Any:
     return sample.get(name) if isinstance(sample, Mapping) else getattr(sample, name, None)
+
+
+def _truncated(status: Any) -> bool:
+    """Whether a sample's metadata.episode_status names a truncated ending (EpisodeStatus decides)."""
+    try:
+        return EpisodeStatus(status).is_truncated
+    except ValueError:
+        return False
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -52,7 +61,7 @@ def agentic_metrics(samples: Sequence[Any]) -> dict[str, float]:
         "agentic/turns_max": max(turns),
         "agentic/turns_p90": percentile(turns, 90),
         "agentic/solved_frac": sum(bool(m.get("solved")) for m in kept) / len(kept) if kept else 0.0,
-        "agentic/budget_hit_frac": sum(m.get("episode_status") in BUDGET_STATUSES for m in meta) / n,
+        "agentic/budget_hit_frac": sum(_truncated(m.get("episode_status")) for m in meta) / n,
         "agentic/exec_timeout_frac": sum((m.get("exec_timeouts") or 0) > 0 for m in meta) / n,
         "agentic/removed_frac": sum(removed) / n,
         "agentic/infra_retries_mean": statistics.fmean(max(0, (m.get("attempts") or 1) - 1) for m in meta),

@@ -74,8 +74,7 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
     t = episode.trajectory
     tokens = list(t.token_ids) if t else []
     prompt_length = t.prompt_length if t else 0
-    status = {"submitted": "completed", "step_limit": "truncated", "context_limit": "truncated",
-              "episode_timeout": "truncated"}.get(episode.status, "failed" if episode.reward is None else "completed")
+    status = "truncated" if episode.status.is_truncated else "failed" if episode.reward is None else "completed"
     return {
         "group_index": episode.request.group, "index": index, "rollout_id": index,
         "prompt": t.messages[:1] if t else [], "tokens": tokens,

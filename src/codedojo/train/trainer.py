@@ -41,6 +41,7 @@ from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
 from codedojo.train.samples import build_batch, slime_sample
 from codedojo.train.step import UpdateConfig, update
+from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.runner import TrialOptions
 
 EngineFactory = Callable[[Any], Awaitable[Engine]]
@@ -150,8 +151,7 @@ def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str,
         "rollout/turns_max": float(max(turns)) if turns else 0.0,
         "rollout/sampled_tokens": float(sampled),
         "rollout/total_tokens": float(sum(len(t.token_ids) for t in trajectories)),
-        "rollout/truncated_frac": sum(statuses[s] for s in ("step_limit", "context_limit", "episode_timeout"))
-        / max(1, len(episodes)),
+        "rollout/truncated_frac": sum(e.status.is_truncated for e in episodes) / max(1, len(episodes)),
         "rollout/drift_tokens": float(sum(t.drift for t in trajectories)),
         "perf/rollout_seconds": seconds,
         "perf/rollout_sampled_tokens_per_sec": sampled / max(seconds, 1e-9),
@@ -165,11 +165,11 @@ def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str,
     scored = [r for r in groups.values() if len(r) >= 2]
     # the groups GRPO learns from: at least two valid members whose rewards differ
     out["rollout/mixed_group_frac"] = sum(len(set(r)) > 1 for r in scored) / len(scored) if scored else 0.0
-    by_status: dict[str, list[float]] = {}
+    by_status: dict[EpisodeStatus, list[float]] = {}
     for e in valid:
         by_status.setdefault(e.status, []).append(e.reward or 0.0)
-    for status, rewards in by_status.items():
-        out[f"rollout/reward_by_status/{status}"] = statistics.fmean(rewards)
+    for ending, rewards in by_status.items():
+        out[f"rollout/reward_by_status/{ending}"] = statistics.fmean(rewards)
     for phase in ("environment_setup", "agent", "verifier", "agent_generate", "agent_exec"):
         values = [e.timings[phase] for e in episodes if phase in e.timings]
         if values:
