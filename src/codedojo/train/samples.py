@@ -88,5 +88,6 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
         "metadata": {"task_path": str(episode.request.task.path), "episode_status": episode.status,
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
-                     "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0},
+                     "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,
+                     "drift": t.drift if t else 0},
     }

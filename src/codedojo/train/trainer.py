@@ -15,7 +15,6 @@ import json
 import random
 import statistics
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +39,10 @@ from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
+from codedojo.train.rollout_metrics import rollout_metrics
 from codedojo.train.samples import TrainSample, build_batch, slime_sample
 from codedojo.train.state import TaskSampler, TrainState
 from codedojo.train.step import UpdateConfig, update
-from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.runner import TrialOptions
 
 EngineFactory = Callable[[LoadedModel], Awaitable[Engine]]
@@ -101,48 +100,6 @@ def update_config_for(recipe: Recipe) -> UpdateConfig:
         use_kl=recipe.use_kl_loss and recipe.kl_loss_coef != 0.0, kl_loss_coef=recipe.kl_loss_coef,
         kl_loss_type=recipe.kl_loss_type, entropy_coef=recipe.entropy_coef, use_tis=recipe.use_tis,
         tis_clip=recipe.tis_clip)
-
-
-def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str, float]:
-    """Per-step rollout metrics: rewards, statuses, turns, tokens, phase timings, throughput."""
-    valid = [e for e in episodes if e.valid]
-    statuses = Counter(e.status for e in episodes)
-    trajectories = [e.trajectory for e in episodes if e.trajectory is not None]
-    turns = [len(t.turns) for t in trajectories]
-    sampled = sum(t.num_sampled_tokens for t in trajectories)
-    out: dict[str, float] = {
-        "rollout/episodes": float(len(episodes)), "rollout/valid": float(len(valid)),
-        "rollout/reward_mean": statistics.fmean([e.reward for e in valid if e.reward is not None]) if valid else 0.0,
-        "rollout/solved_frac": sum(e.solved for e in valid) / len(valid) if valid else 0.0,
-        "rollout/infra_failed_frac": 1.0 - len(valid) / len(episodes) if episodes else 0.0,
-        "rollout/turns_mean": statistics.fmean(turns) if turns else 0.0,
-        "rollout/turns_max": float(max(turns)) if turns else 0.0,
-        "rollout/sampled_tokens": float(sampled),
-        "rollout/total_tokens": float(sum(len(t.token_ids) for t in trajectories)),
-        "rollout/truncated_frac": sum(e.status.is_truncated for e in episodes) / max(1, len(episodes)),
-        "rollout/drift_tokens": float(sum(t.drift for t in trajectories)),
-        "perf/rollout_seconds": seconds,
-        "perf/rollout_sampled_tokens_per_sec": sampled / max(seconds, 1e-9),
-    }
-    for status, count in statuses.items():
-        out[f"rollout/status/{status}"] = count / len(episodes)
-    groups: dict[int, list[float]] = {}
-    for e in valid:
-        if e.reward is not None:
-            groups.setdefault(e.request.group, []).append(e.reward)
-    scored = [r for r in groups.values() if len(r) >= 2]
-    # the groups GRPO learns from: at least two valid members whose rewards differ
-    out["rollout/mixed_group_frac"] = sum(len(set(r)) > 1 for r in scored) / len(scored) if scored else 0.0
-    by_status: dict[EpisodeStatus, list[float]] = {}
-    for e in valid:
-        by_status.setdefault(e.status, []).append(e.reward or 0.0)
-    for ending, rewards in by_status.items():
-        out[f"rollout/reward_by_status/{ending}"] = statistics.fmean(rewards)
-    for phase in ("environment_setup", "agent", "verifier", "agent_generate", "agent_exec"):
-        values = [e.timings[phase] for e in episodes if phase in e.timings]
-        if values:
-            out[f"time/{phase}_mean"] = statistics.fmean(values)
-    return out
 
 
 @dataclass
@@ -265,7 +222,8 @@ class LocalTrainer:
         for e in episodes:
             self._trace_episode(run.trace, e)
         self._write_episodes(step, episodes)
-        samples, row = self._batch(episodes, rollout_seconds=rollout_seconds)
+        records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
+        samples, row = self._batch(episodes, records, rollout_seconds=rollout_seconds)
         state = run.state
         with run.trace.span("train", step=step):
             row.update(await asyncio.to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
@@ -273,23 +231,26 @@ class LocalTrainer:
         with run.trace.span("weight_sync", step=step):
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
-        records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
         # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
         logged = run.hook is not None and run.hook(step, self.recipe, records, dict(row), rollout_seconds)
         self._dump(step, records, prefix="rollout")
         run.metrics.write(step, "train", row, to_tensorboard=not logged)
         return row
 
-    def _batch(self, episodes: list[Episode], *, rollout_seconds: float) -> tuple[list[TrainSample], dict[str, Any]]:
-        """The samples to train on (dynamic sampling and over-sampling applied) and the rollout's metrics."""
+    def _batch(self, episodes: list[Episode], records: list[dict[str, Any]], *, rollout_seconds: float
+               ) -> tuple[list[TrainSample], dict[str, Any]]:
+        """The samples to train on (dynamic sampling and over-sampling applied) and the rollout's metrics
+        (train.rollout_metrics over the episodes' records, as slime's hook computes them)."""
         recipe = self.recipe
         batch = build_batch(episodes, normalize_std=recipe.normalize_group_std, drop_uniform=recipe.dynamic_sampling)
         samples = batch.samples
         if recipe.over_sampling_batch_size:
             kept_groups = sorted({s.group for s in samples})[: recipe.rollout_batch_size]
             samples = [s for s in samples if s.group in kept_groups]
-        row: dict[str, Any] = rollout_metrics(episodes, seconds=rollout_seconds)
-        row.update({"rollout/groups": float(batch.groups_total),
+        row: dict[str, Any] = rollout_metrics(records, prefix="rollout/")
+        row.update({"perf/rollout_seconds": rollout_seconds,
+                    "perf/rollout_sampled_tokens_per_sec": row["rollout/sampled_tokens"] / max(rollout_seconds, 1e-9),
+                    "rollout/groups": float(batch.groups_total),
                     "rollout/groups_trained": float(len({s.group for s in samples})),
                     "rollout/reward_trained_mean": statistics.fmean([s.reward for s in samples]) if samples else 0.0})
         return samples, row
