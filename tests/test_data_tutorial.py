@@ -44,8 +44,8 @@ def _script(session_id: str) -> list[str]:
 
 
 def test_the_tutorial_trains_on_exactly_the_rows_its_dataset_step_kept(tmp_path: Path) -> None:
-    assert tutorial_dataset.DATA_VOLUME_NAME and tutorial_dataset.SLIME_GIT_REPOSITORY
-    assert len(tutorial_dataset.SLIME_GIT_REVISION) == 40
+    assert tutorial_main.DATA_VOLUME_NAME and tutorial_main.SLIME_GIT_REPOSITORY
+    assert len(tutorial_main.SLIME_GIT_REVISION) == 40
     folder = tmp_path / "harbor-tasks"
     for repo, names in TASKS.items():
         for name in names:

@@ -19,6 +19,8 @@ class Recorder:
         self.tokenizer = None
         self.seen: list[str | None] = []
         self.ended: list[str] = []
+        self.version = 0
+        self.loaded: list[object] = []
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None):
         self.seen.append(session_id)
@@ -27,6 +29,11 @@ class Recorder:
 
     async def end_session(self, session_id: str) -> None:
         self.ended.append(session_id)
+
+    async def update_weights(self, state: object) -> int:
+        self.loaded.append(state)
+        self.version += 1
+        return self.version
 
     async def close(self) -> None:
         pass
@@ -78,3 +85,18 @@ def test_sessionless_requests_go_round_robin_and_bad_setups_fail() -> None:
         SessionRouter([])
     with pytest.raises(InvalidRequestError, match="distinct"):
         SessionRouter(engines, names=["x", "x"])
+
+
+def test_weights_reach_every_engine_and_the_scripted_policy_ignores_them() -> None:
+    from codedojo.agent.scripted import ScriptedPolicy
+    from codedojo.inference.client import HTTPEngine
+
+    engines = [Recorder(f"e{i}") for i in range(3)]
+    engines[1].version = 4  # an engine that has seen more updates
+    router = SessionRouter(engines, names=[e.name for e in engines])
+    state = {"w": 1.0}
+    assert asyncio.run(router.update_weights(state)) == 1  # the lowest new version
+    assert [e.loaded for e in engines] == [[state]] * 3 and [e.version for e in engines] == [1, 5, 1]
+    assert asyncio.run(ScriptedPolicy(None, ["hi"]).update_weights(state)) == 0
+    with pytest.raises(NotImplementedError, match="update_weights_from_disk"):
+        asyncio.run(HTTPEngine("http://127.0.0.1:9", tokenizer=None).update_weights(state))

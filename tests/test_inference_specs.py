@@ -104,10 +104,14 @@ def test_tiny_models_are_seeded_and_leave_the_global_rng_alone() -> None:
 
 
 def test_smollm2_cache_location_follows_the_environment(monkeypatch, tmp_path) -> None:
-    from codedojo.inference.checkpoints import cache_dir, smollm2_gguf
+    from codedojo.cache import cache_dir
+    from codedojo.inference.checkpoints import smollm2_gguf
 
     monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path))
     assert cache_dir() == tmp_path
     monkeypatch.delenv("CODEDOJO_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "codedojo"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert str(cache_dir()).endswith(".cache/codedojo")
     assert smollm2_gguf().name == "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -23,10 +23,11 @@ import pytest
 from aiohttp import web
 
 from codedojo.integrations import slime as hook
-from codedojo.integrations.agentic_metrics import agentic_metrics, log_rollout_data
+from codedojo.integrations.agentic_metrics import log_rollout_data
 from codedojo.integrations.slime_engine import load_tokenizer
 from codedojo.tasks.config import EnvironmentConfig
 from codedojo.tasks.task import examples_dir
+from codedojo.train.rollout_metrics import rollout_metrics
 from conftest import MakeTask
 from slime_support import Sample, Status
 
@@ -201,23 +202,32 @@ def test_infrastructure_failures_come_back_masked_and_removed(server_url: str, m
     # slime aborted the rollout: the episode stops at once, is not retried, and says so
     assert aborted.status is Status.ABORTED and aborted.metadata["episode_status"] == "engine_error"
     assert aborted.metadata["attempts"] == 1 and routed == ["abort-1"]
-    metrics = agentic_metrics(samples)
+    metrics = rollout_metrics(samples)
     assert metrics["agentic/removed_frac"] == 1.0 and metrics["agentic/trained_token_frac"] == 0.0
 
 
 def test_metrics_read_local_trainer_records_too() -> None:
     records = [
         {"metadata": {"turns": t, "episode_status": s, "solved": s == "submitted", "attempts": 1,
-                      "timings": {"agent": 2.0 * t}, "exec_timeouts": int(t > 5)},
+                      "timings": {"agent": 2.0 * t}, "exec_timeouts": int(t > 5), "drift": t - 1},
          "remove_sample": False, "reward": float(s == "submitted"), "response_length": 10,
-         "loss_mask": [1] * 5 + [0] * 5,
+         "loss_mask": [1] * 5 + [0] * 5, "tokens": [7] * 14, "group_index": group,
          "weight_versions": [str(v) for v in range(t)]}
-        for t, s in [(1, "submitted"), (3, "step_limit"), (10, "episode_timeout"), (2, "format_error")]
+        for t, s, group in [(1, "submitted", 0), (3, "step_limit", 0), (10, "episode_timeout", 1),
+                            (2, "format_error", 1)]
     ]
-    m = agentic_metrics(records)
+    m = rollout_metrics(records)
     assert m["agentic/turns_mean"] == 4.0 and m["agentic/turns_max"] == 10 and m["agentic/turns_p90"] == 10
     assert m["agentic/budget_hit_frac"] == 0.5 and m["agentic/solved_frac"] == 0.25
     assert m["agentic/status/submitted_frac"] == 0.25 and m["agentic/exec_timeout_frac"] == 0.25
     assert m["agentic/phase/agent_sec_mean"] == 8.0 and m["agentic/trained_token_frac"] == 0.5
     assert m["async/version_span"] == 9.0 and m["async/versions_in_batch"] == 10.0
+    # group 0 has rewards 1 and 0 (mixed), group 1 has 0 and 0; 4 x 5 sampled of 4 x 14 tokens; drift 0+2+9+1
+    assert (m["agentic/episodes"], m["agentic/valid"], m["agentic/reward_mean"]) == (4.0, 4.0, 0.25)
+    assert m["agentic/mixed_group_frac"] == 0.5 and m["agentic/reward_by_status/submitted"] == 1.0
+    assert (m["agentic/sampled_tokens"], m["agentic/total_tokens"], m["agentic/drift_tokens"]) == (20.0, 56.0, 12.0)
+    # the local trainer's names for the same numbers
+    local = rollout_metrics(records, prefix="rollout/")
+    assert local["rollout/budget_hit_frac"] == 0.5 and "agentic/turns_mean" not in local
+    assert local["async/version_span"] == 9.0
     json.dumps(m)

@@ -25,6 +25,7 @@ from codedojo.integrations.slime_rewards import (
 from codedojo.rl.advantages import group_advantages
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch
+from codedojo.trial.result import EpisodeStatus
 from slime_support import Sample
 
 
@@ -186,6 +187,7 @@ def _episode(task: Task, *, group_index: int, index: int, reward: float | None) 
                             messages=[{"role": "user", "content": "x"}], turns=[], token_ids=tokens,
                             loss_mask=[0, 0, 1, 1, 1], logprobs=[0.0, 0.0, -0.5, -0.25, -1.0], prompt_length=2)
     return Episode(request=EpisodeRequest(task=task, group=group_index, sample=index),
-                   status="submitted" if reward is not None else "sandbox_error", reward=reward,
+                   status=EpisodeStatus.SUBMITTED if reward is not None else EpisodeStatus.SANDBOX_ERROR,
+                   reward=reward,
                    rewards=None if reward is None else {"reward": reward}, trajectory=trajectory, attempts=1,
                    timings={})

@@ -9,7 +9,7 @@ import torch
 
 from codedojo.rl.advantages import group_advantages, is_uniform
 from codedojo.rl.losses import clipped_policy_loss, kl_divergence, truncated_importance_weights
-from codedojo.rl.packing import MicroBatch, pack, position_ids
+from codedojo.rl.packing import MicroBatch, pack
 
 
 def test_grpo_advantages_by_hand() -> None:
@@ -100,7 +100,6 @@ def test_packing_by_hand() -> None:
     # first fit, longest first: 5 | 3 3 | 2, then 1 joins the 5
     assert pack([5, 3, 3, 2, 1], max_tokens=6) == [MicroBatch((0, 4), 6), MicroBatch((1, 2), 6), MicroBatch((3,), 2)]
     assert pack([9, 1], max_tokens=4) == [MicroBatch((0,), 9), MicroBatch((1,), 1)]
-    assert position_ids([3, 2]) == [0, 1, 2, 0, 1]
     with pytest.raises(ValueError):
         pack([0], max_tokens=4)
 

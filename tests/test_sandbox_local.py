@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from codedojo.cache import cache_dir
 from codedojo.sandbox import SandboxClosedError, SandboxLimits, SandboxStartError, start_sandbox
 from codedojo.sandbox.host import state_root
 from codedojo.sandbox.local import LocalSandbox
-from codedojo.sandbox.workspace import cache_dir
 from codedojo.tasks.config import EnvironmentConfig
 from conftest import MakeTask
 

@@ -211,3 +211,20 @@ def test_training_and_eval_sandboxes_get_no_network_unless_the_recipe_says(make_
     assert public.config.environment.network_mode == "public"
     result = asyncio.run(run_trial(public, NopAgent(), options=rollout_config_for(Recipe()).trial))
     assert (result.status, result.reward) == (EpisodeStatus.SUBMITTED, 1.0), result.error
+
+
+def test_the_update_config_is_the_recipe_resolved_once() -> None:
+    from codedojo.train.optim import lr_factor
+    from codedojo.train.trainer import update_config_for
+
+    config = update_config_for(Recipe(num_rollout=3, rollout_batch_size=2, n_samples_per_prompt=4, global_batch_size=4,
+                                      eps_clip_high=0.28, use_kl_loss=True, kl_loss_coef=0.0, lr=1e-3, min_lr=1e-4,
+                                      lr_warmup_iters=2, lr_decay_style="cosine"))
+    assert (config.global_batch_size, config.eps_clip, config.eps_clip_high) == (4, 0.2, 0.28)
+    assert config.use_kl is False  # use_kl_loss with a zero coefficient computes no KL
+    assert update_config_for(Recipe(use_kl_loss=True, kl_loss_coef=0.1)).use_kl is True
+    # 3 rollouts x 2 optimizer steps; warm-up over 2, then cosine from 1 to 0.1 over the other 4
+    assert config.optimizer.total_steps == 6
+    factors = [lr_factor(step, config.optimizer) for step in range(7)]
+    assert factors == pytest.approx([0.5, 1.0, 1.0, 0.1 + 0.9 * 0.5 * (1 + 2 ** -0.5), 0.55,
+                                     0.1 + 0.9 * 0.5 * (1 - 2 ** -0.5), 0.1])

@@ -1,4 +1,5 @@
-"""Compute precision: the dtype matmuls run in, chosen from what the hardware does natively.
+"""Compute precision: the device (`default_device`) and the dtype matmuls run in, chosen from what the
+hardware does natively.
 
 bf16 matmuls are 2-3x the fp32 rate on CUDA and on CPUs with native bf16 (AVX-512 BF16 or AMX); a CPU
 without them emulates bf16 and runs it slower than fp32. So the default (None) means bf16 exactly where the device
@@ -29,6 +30,11 @@ def _cpu_flags() -> frozenset[str]:
         if line.startswith("flags"):
             return frozenset(line.partition(":")[2].split())
     return frozenset()
+
+
+def default_device() -> str:
+    """Where training and the local engine run when no device is named: CUDA when present, else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @functools.cache

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tutorials.coding_agent.main import DATA_DIR, DATASET_ROOTS, make_recipe
+
 SPLIT_SEED = 0
 TRAIN_SPLIT_SIZES = (4, 100, 300, 1000)
 EVAL_SPLIT_FRACTION = 0.2
@@ -36,15 +38,6 @@ PROBE_SAMPLES = 8
 MIN_GRADE = "A"
 
 HF_DATASET = "nebius/SWE-rebench-V2"
-DATASET_ROOTS = {"builtin": "builtin", "swe-rebench": "swe_rebench_v2", "folder": "harbor"}
-DATASET_ROOT = DATASET_ROOTS["builtin"]
-DATA_DIR = Path(os.environ.get("CODEDOJO_DATA_DIR", "data"))
-"""Local folder holding one folder per DATASET_ROOT; on Modal the data volume is mounted at /data."""
-
-SLIME_GIT_REPOSITORY = "https://github.com/modal-projects/slime.git"
-SLIME_GIT_REVISION = "a9f2e5631634affa2032d5f3f9df8d3f2bcbca62"
-"""The slime checkout the Modal image installs (codedojo's generate hook needs only mainline slime APIs)."""
-DATA_VOLUME_NAME = "codedojo-data"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,9 +101,7 @@ def prepare(root: Path, *, source: str, sizes: Sizes, rows: str = HF_DATASET, fo
 def probe_recipe(*, smoke: bool) -> Any:
     """The probe runs episodes with the local training recipe's own budgets (main.py), so that "solved k of
     n" means what a training episode would see."""
-    from tutorials.coding_agent import main
-
-    return main.make_recipe(smoke=smoke, backend="local")
+    return make_recipe(smoke=smoke, backend="local")
 
 
 async def probe(root: Path, *, sizes: Sizes, model: Any, model_name: str, sandbox: str = "local",

@@ -41,13 +41,6 @@ from codedojo.config import (
     TrackioConfig,
     TrainConfig,
 )
-from tutorials.coding_agent.dataset import (
-    DATA_DIR,
-    DATA_VOLUME_NAME,
-    DATASET_ROOTS,
-    SLIME_GIT_REPOSITORY,
-    SLIME_GIT_REVISION,
-)
 
 # ## Prepare sandboxed tasks
 #
@@ -59,12 +52,23 @@ from tutorials.coding_agent.dataset import (
 # python -m tutorials.coding_agent.dataset              # the full bundled suite: train-300, eval, probe n=8
 # ```
 #
-# Subsets live in `data/<dataset root>/` (on Modal: `/data/<dataset root>` on the data volume).
+# Subsets live in `data/<dataset root>/` (on Modal: `/data/<dataset root>` on the data volume). dataset.py
+# takes these two settings from here, and the recipe's budgets for its probe (`make_recipe`).
+
+DATASET_ROOTS = {"builtin": "builtin", "swe-rebench": "swe_rebench_v2", "folder": "harbor"}
+"""The folder of each task source under DATA_DIR."""
+DATA_DIR = Path(os.environ.get("CODEDOJO_DATA_DIR", "data"))
+"""Local folder holding one folder per dataset root; on Modal the data volume is mounted at /data."""
 
 # ## Configure training
 #
 # The smoke run takes one GRPO step on two tasks and evaluates once on four held-out tasks. Set
 # CODEDOJO_SMOKE=0 for the full run.
+
+SLIME_GIT_REPOSITORY = "https://github.com/modal-projects/slime.git"
+SLIME_GIT_REVISION = "a9f2e5631634affa2032d5f3f9df8d3f2bcbca62"
+"""The slime checkout the Modal image installs (codedojo's generate hook needs only mainline slime APIs)."""
+DATA_VOLUME_NAME = "codedojo-data"
 
 SMOKE = os.environ.get("CODEDOJO_SMOKE", "1") != "0"
 SOURCE = os.environ.get("CODEDOJO_SOURCE", "builtin")

@@ -25,7 +25,7 @@ class EpisodeBudget:
     max_output_chars: int
     """Characters of one command's output shown to the model (head and tail beyond that)."""
 
-    def agent_fields(self) -> dict[str, int]:
+    def agent_fields(self) -> dict[str, Any]:
         """The `AgentConfig` keyword arguments of this budget."""
         return {"max_steps": self.max_steps, "max_new_tokens": self.max_new_tokens,
                 "max_context_tokens": self.max_context_tokens, "max_output_chars": self.max_output_chars}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 BUDGET_DEFAULTS = " (default: the small recipe's with the small profile, else mini-swe-agent's)"
 
@@ -99,10 +100,10 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def episode_budgets(profile: str, **given: int | None) -> dict[str, int]:
+def episode_budgets(profile: str, **given: int | None) -> dict[str, Any]:
     """max_steps, max_new_tokens and max_context_tokens for an eval: what was given, else the profile's
     budget (codedojo.agent.budget: an eval measures what training runs)."""
     from codedojo.agent.budget import profile_budget
 
     defaults = profile_budget(profile).agent_fields()
-    return {name: value if given.get(name) is None else int(given[name]) for name, value in defaults.items()}
+    return {name: value if (chosen := given.get(name)) is None else int(chosen) for name, value in defaults.items()}

@@ -25,15 +25,10 @@ def profile_for(model: Any) -> str:
     return "standard"
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 async def open_engine(model: Any, *, device: str | None = None, **engine_options: Any) -> Engine:
     """A local engine for a model spec or name; loading runs off the event loop."""
     from codedojo.inference.engine import LocalEngine
+    from codedojo.precision import default_device
 
     engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=device or default_device(),
                                              **engine_options)

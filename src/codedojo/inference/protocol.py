@@ -1,8 +1,9 @@
 """The contract every engine speaks: sampling parameters in, a completion out.
 
-The local engine (`LocalEngine`), the HTTP client (`HTTPEngine`) and the session router (`SessionRouter`)
-all implement `Engine`, so an agent loop written against it runs in-process, against `codedojo serve`,
-or against a real SGLang / vLLM server without change.
+The local engine (`LocalEngine`), the HTTP client (`HTTPEngine`), the session router (`SessionRouter`) and
+the scripted policy (`agent.scripted.ScriptedPolicy`) all implement `Engine`, so an agent loop written
+against it runs in-process, against `codedojo serve`, or against a real SGLang / vLLM server without
+change.
 
 Logprob convention (what `Completion.logprobs` holds, and what a trainer must compute to compare):
 `log_softmax(logits / temperature)` at the sampled token, i.e. the temperature-scaled distribution
@@ -14,7 +15,7 @@ temperature. This is also SGLang's default (without `SGLANG_RETURN_ORIGINAL_LOGP
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -114,6 +115,13 @@ class Engine(Protocol):
 
     async def end_session(self, session_id: str) -> None:
         """Free a session's cache. Raises `UnknownSessionError` for a session the engine never saw."""
+        ...
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        """Sample with these HF-named weights (tensors, e.g. a trainer's `Policy.engine_state()`) from now
+        on; returns the new weight version. An engine without weights of its own (the scripted policy)
+        ignores them and returns its version unchanged; one whose server takes weights only from disk
+        (`HTTPEngine`) refuses, naming the call that does."""
         ...
 
     async def close(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codedojo.inference.errors import InvalidRequestError
@@ -51,6 +51,10 @@ class SessionRouter:
 
     async def end_session(self, session_id: str) -> None:
         await self.engines[self.engine_index(session_id)].end_session(session_id)
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        """Every engine gets the weights; returns the lowest of their new versions."""
+        return min([await engine.update_weights(state) for engine in self.engines])
 
     async def close(self) -> None:
         for engine in self.engines:

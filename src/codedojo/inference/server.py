@@ -152,9 +152,9 @@ class InferenceServer:
             if error.status < 400:
                 raise
             if error.status in (404, 405):
-                error = RouteNotFoundError(f"no route {request.method} {request.path} on this server "
-                                           f"({error.reason})")
-                response = web.json_response(error_body(error), status=404)
+                missing = RouteNotFoundError(f"no route {request.method} {request.path} on this server "
+                                             f"({error.reason})")
+                response = web.json_response(error_body(missing), status=404)
             else:
                 response = web.json_response(error_body(InvalidRequestError(error.reason)), status=error.status)
         except Exception as error:  # a bug: report it instead of a bare 500 page
@@ -364,9 +364,9 @@ class InferenceServer:
             *[self.engine.generate(ids, params, session_id=session_id, rid=r) for ids, r in zip(prompts, rids,
                                                                                               strict=True)]
         )
-        options = {"logprobs": bool(body.get("return_logprob")), "top": bool(top),
-                   "skip_special": bool(sampling.get("skip_special_tokens", True)),
-                   "trim": not sampling.get("no_stop_trim", False), "started": started}
+        options: dict[str, Any] = {"logprobs": bool(body.get("return_logprob")), "top": bool(top),
+                                   "skip_special": bool(sampling.get("skip_special_tokens", True)),
+                                   "trim": not sampling.get("no_stop_trim", False), "started": started}
         outputs = [self._generate_output(res, params, rid=r, **options) for res, r in zip(results, rids, strict=True)]
         return web.json_response(outputs if batched else outputs[0])
 

@@ -58,7 +58,8 @@ class LoadedModel:
 
         tensor = next(iter(self.state_dict.values()))
         if self.folder is not None:  # skips the random initialisation that from_config pays for
-            model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=tensor.dtype).to(tensor.device)
+            model: Any = AutoModelForCausalLM.from_pretrained(self.folder, dtype=tensor.dtype)
+            model = model.to(tensor.device)
             return model.eval()
         with torch.device(tensor.device):
             model = AutoModelForCausalLM.from_config(self.hf_config, dtype=tensor.dtype)
@@ -87,7 +88,8 @@ def count_parameters(config: Mapping[str, Any]) -> int | None:
 
 
 class ModelSpec(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def load(self, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel: ...
 
@@ -215,7 +217,7 @@ class TinyModel:
     def hf_config(self, vocab_size: int) -> Any:
         from transformers import LlamaConfig, Qwen3Config
 
-        common = dict(
+        common: dict[str, Any] = dict(
             vocab_size=vocab_size,
             hidden_size=self.hidden_size,
             intermediate_size=self.intermediate_size,

@@ -233,7 +233,7 @@ def launch_modal(config: Any, *, console: Any = None) -> Any:
     """Build the app for `config` and run it detached; returns a `Run` with the Modal app's URL."""
     from rich.console import Console
 
-    from codedojo.config.train_config import BackendRequired, Run
+    from codedojo.config.run import BackendRequired, Run
 
     try:
         import modal

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from codedojo.inference.client import HTTPEngine
@@ -56,6 +56,9 @@ class SessionEngine:
 
     async def end_session(self, session_id: str) -> None:
         await self.engine.end_session(self.routing_key)
+
+    async def update_weights(self, state: Mapping[str, Any]) -> int:
+        raise NotImplementedError("slime pushes the weights to its SGLang engines itself")
 
     async def close(self) -> None:
         """The client is shared by every episode of this event loop; `close_clients` closes it."""

@@ -71,7 +71,7 @@ def launch_slime(config: Any, *, address: str | None = None, slime_root: str | N
     """Render, write and (with a Ray address) submit; returns a `Run`."""
     from rich.console import Console
 
-    from codedojo.config.train_config import BackendRequired, Run
+    from codedojo.config.run import BackendRequired, Run
 
     console = console or Console(stderr=True)
     root = slime_root or os.environ.get("SLIME_ROOT", DEFAULT_SLIME_ROOT)
@@ -124,7 +124,7 @@ def _job_client(address: str) -> Any:
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as e:
-        from codedojo.config.train_config import BackendRequired
+        from codedojo.config.run import BackendRequired
 
         raise BackendRequired(f"reading a Ray job back needs ray (pip install 'ray[default]'): {e}") from None
     return JobSubmissionClient(address)

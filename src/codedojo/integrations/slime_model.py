@@ -160,8 +160,8 @@ def number(value: float | int) -> str:
 
 
 def _attention(r: _Reader, *, gqa_always: bool) -> list[str]:
-    heads, groups = r.need("num_attention_heads"), r.config.get("num_key_value_heads") or r.config.get(
-        "num_attention_heads")
+    heads = r.need("num_attention_heads")
+    groups = r.config.get("num_key_value_heads") or heads
     if not gqa_always and groups == heads:
         return ["--num-attention-heads", number(heads)]
     return ["--num-attention-heads", number(heads), "--group-query-attention", "--num-query-groups", number(groups)]
@@ -282,7 +282,8 @@ def _qwen3_5(config: Mapping[str, Any]) -> ModelArgs:
     if config.get("num_experts"):
         r.problems.append(f"num_experts={config['num_experts']!r} (Qwen3.5 MoE is not mapped yet; dense only)")
     theta, scaling = r.rope()
-    params = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), Mapping) else {}
+    stored = config.get("rope_parameters")
+    params = stored if isinstance(stored, Mapping) else {}
     rotary = params.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
     if scaling:  # text-only positions are equal in every mRoPE section, so mRoPE itself is plain RoPE here
         r.problems.append(f"rope scaling {dict(scaling)!r} (slime's Qwen3.5 spec applies plain partial RoPE)")

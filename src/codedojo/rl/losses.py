@@ -77,8 +77,3 @@ def truncated_importance_weights(old_logprobs_T: torch.Tensor, rollout_logprobs_
     """min(pi_trainer / pi_sampler, cap) per token: corrects for trainer/sampler mismatch (TIS)."""
     return torch.exp(old_logprobs_T - rollout_logprobs_T).clamp(max=cap).detach()
 
-
-def entropy_from_logits(logits_TV: torch.Tensor) -> torch.Tensor:
-    """Entropy of each token's distribution: (T, V) -> (T,)."""
-    logp = torch.log_softmax(logits_TV.float(), dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)

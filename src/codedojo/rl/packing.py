@@ -44,11 +44,6 @@ def pack(lengths: Sequence[int], *, max_tokens: int) -> list[MicroBatch]:
     return [MicroBatch(indices=tuple(b), num_tokens=sum(lengths[i] for i in b)) for b in bins]
 
 
-def position_ids(lengths: Sequence[int]) -> list[int]:
-    """Positions restarting at 0 for each packed sequence."""
-    return [p for n in lengths for p in range(n)]
-
-
 def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     """Length of the longest token prefix all `sequences` share."""
     if not sequences:

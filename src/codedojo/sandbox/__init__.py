@@ -7,6 +7,7 @@ only by the users of that backend.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from codedojo.sandbox.base import (
     ExecResult,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-def backend_class(name: str) -> type:
+def backend_class(name: str) -> Any:
     try:
         target = BACKENDS[name]
     except KeyError:

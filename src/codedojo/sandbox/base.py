@@ -181,7 +181,7 @@ def network_modes(task: Task) -> dict[str, str]:
     """Each phase's effective network_mode (Harbor: a phase's own network_mode overrides [environment]'s)."""
     config = task.config
     base = config.environment.network_mode
-    modes = {"[environment]": base}
+    modes: dict[str, str] = {"[environment]": base}
     if config.agent.network_mode is not None:
         modes["[agent]"] = config.agent.network_mode
     if config.verifier.network_mode is not None:
@@ -279,5 +279,26 @@ class AsUser:
         return await self._sandbox.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec,
                                         user=self.user if user is None else user)
 
-    def __getattr__(self, name: str) -> object:  # upload_*, download_*, read_file, write_file, remove, close
-        return getattr(self._sandbox, name)
+    async def upload_file(self, source: Path, target: str) -> None:
+        await self._sandbox.upload_file(source, target)
+
+    async def upload_dir(self, source: Path, target: str) -> None:
+        await self._sandbox.upload_dir(source, target)
+
+    async def download_file(self, source: str, target: Path) -> None:
+        await self._sandbox.download_file(source, target)
+
+    async def download_dir(self, source: str, target: Path) -> None:
+        await self._sandbox.download_dir(source, target)
+
+    async def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
+        return await self._sandbox.read_file(path, max_bytes=max_bytes)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._sandbox.write_file(path, data)
+
+    async def remove(self, path: str) -> None:
+        await self._sandbox.remove(path)
+
+    async def close(self) -> None:
+        await self._sandbox.close()

@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from codedojo.sandbox.base import (
     ExecResult,
@@ -143,9 +144,10 @@ class IsolatedShell:
             raise SandboxStartError("the local sandbox needs the host's python3 in /usr/bin (apt-get install python3)")
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_r, status_w = os.pipe()
-        argv = bwrap_args(binds=binds, cwd=cwd, network=launch.limits.network, status_fd=status_w)
+        argv = bwrap_args(binds=binds, cwd=cwd, network=launch.limits.network is True, status_fd=status_w)
         argv += ["--", python, "-I", "-S", "-c", _init_source(), str(child_sock.fileno())]
-        identity = {} if launch.uid is None else {"user": launch.uid, "group": launch.uid, "extra_groups": []}
+        identity: dict[str, Any] = {} if launch.uid is None else {"user": launch.uid, "group": launch.uid,
+                                                                  "extra_groups": []}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

@@ -63,7 +63,7 @@ def others():
     return pids
 
 
-REAPED = {}
+REAPED: dict[int, int] = {}
 
 
 def reap():

@@ -18,6 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from codedojo.cache import cache_dir
 from codedojo.sandbox.base import SandboxLimits, SandboxStartError
 from codedojo.sandbox.bwrap import Bind, IsolatedShell, Launch
 from codedojo.sandbox.host import SANDBOX_PATH, SYSTEM_DIRS, check_requirements, host_system, state_root
@@ -40,13 +41,6 @@ class PreparedEnvironment:
     workdir: str
     env: dict[str, str]
     """Environment variables from the Dockerfile's ENV instructions ([environment].env is added per sandbox)."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("CODEDOJO_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "codedojo"
-    )
-    return Path(base)
 
 
 def plan_for(task: Task) -> BuildPlan:

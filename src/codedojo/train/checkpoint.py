@@ -1,8 +1,9 @@
-"""Checkpoints: everything needed to continue a run exactly, plus a Hugging Face folder of the weights.
+"""Checkpoints: a run's whole `TrainState` (train.state), so it continues exactly, plus a Hugging Face folder
+of the weights.
 
     checkpoints/<name>/policy.pt      trainable weights (all of them, or only the LoRA adapters)
     checkpoints/<name>/optimizer.pt   AdamW state and the learning-rate schedule
-    checkpoints/<name>/state.pt       step, data position, random generator states
+    checkpoints/<name>/state.pt       step, the task sampler's position, random generator states (shuffle, torch)
     checkpoints/<name>/hf/            merged weights as safetensors + config + tokenizer (what `eval`,
                                       `serve` and the engine load)
     checkpoints/latest                the name of the newest complete checkpoint
@@ -15,24 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from codedojo.train.policy import Policy
-
-
-@dataclass
-class TrainerState:
-    step: int
-    """The next rollout id to run."""
-    data: dict[str, Any]
-    """The task sampler's position."""
-    rng: dict[str, Any]
-    """Random generator states."""
-    optimizer_steps: int
+from codedojo.train.state import TrainState
 
 
 def save_hf_folder(folder: Path, *, policy: Policy, hf_config: Any, tokenizer: Any) -> Path:
@@ -48,20 +38,22 @@ def save_hf_folder(folder: Path, *, policy: Policy, hf_config: Any, tokenizer: A
     return folder
 
 
-def save_checkpoint(root: Path, name: str, *, policy: Policy, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler, state: TrainerState, hf_config: Any,
-                    tokenizer: Any, with_hf: bool = True) -> Path:
+def save_checkpoint(root: Path, name: str, state: TrainState, *, hf_config: Any, tokenizer: Any,
+                    with_hf: bool = True) -> Path:
+    """Write `state` (and the global torch generator) as checkpoint `name`; with_hf also the HF folder."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / name
     tmp = root / f".tmp-{name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    torch.save(policy.trainable_state(), tmp / "policy.pt")
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optimizer.pt")
-    torch.save({"step": state.step, "data": state.data, "rng": state.rng, "optimizer_steps": state.optimizer_steps},
-               tmp / "state.pt")
+    torch.save(state.policy.trainable_state(), tmp / "policy.pt")
+    torch.save({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()},
+               tmp / "optimizer.pt")
+    torch.save({"step": state.step, "data": state.sampler.state(),
+                "rng": {"shuffle": state.shuffle_rng.getstate(), "torch": torch.get_rng_state()},
+                "optimizer_steps": int(state.scheduler.last_epoch)}, tmp / "state.pt")
     if with_hf:
-        save_hf_folder(tmp / "hf", policy=policy, hf_config=hf_config, tokenizer=tokenizer)
+        save_hf_folder(tmp / "hf", policy=state.policy, hf_config=hf_config, tokenizer=tokenizer)
     if final.exists():
         old = root / f".old-{name}-{os.getpid()}"
         final.rename(old)
@@ -83,12 +75,15 @@ def latest_checkpoint(root: Path) -> Path | None:
     return path if (path / "state.pt").is_file() else None
 
 
-def load_checkpoint(path: Path, *, policy: Policy, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> TrainerState:
+def load_checkpoint(path: Path, state: TrainState) -> None:
+    """Restore `state` (and the global torch generator) from checkpoint `path`, in place."""
+    policy = state.policy
     policy.load_trainable_state(torch.load(path / "policy.pt", map_location=policy.device, weights_only=True))
     opt = torch.load(path / "optimizer.pt", map_location=policy.device, weights_only=False)
-    optimizer.load_state_dict(opt["optimizer"])
-    scheduler.load_state_dict(opt["scheduler"])
+    state.optimizer.load_state_dict(opt["optimizer"])
+    state.scheduler.load_state_dict(opt["scheduler"])
     saved = torch.load(path / "state.pt", weights_only=False)
-    return TrainerState(step=saved["step"], data=saved["data"], rng=saved["rng"],
-                        optimizer_steps=saved["optimizer_steps"])
+    state.step = saved["step"]
+    state.sampler.restore(saved["data"])
+    state.shuffle_rng.setstate(saved["rng"]["shuffle"])
+    torch.set_rng_state(saved["rng"]["torch"])

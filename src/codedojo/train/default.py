@@ -25,8 +25,8 @@ from typing import Any
 from rich.console import Console
 
 from codedojo.agent.budget import EpisodeBudget
+from codedojo.cache import cache_dir
 from codedojo.config.dataset import task_row
-from codedojo.sandbox.workspace import cache_dir
 from codedojo.tasks.task import Task, discover_tasks
 
 HELD_OUT_REPOSITORIES = ("moneybox", "planegeo", "textkit", "unitconv")
@@ -70,7 +70,8 @@ def builtin_warmup_suite(*, console: Console, per_repo: int = 30) -> Path:
 
 
 def split_by_repository(paths: list[Path], *, held_out: tuple[str, ...]) -> tuple[list[Task], list[Task]]:
-    train, evaluation = [], []
+    train: list[Task] = []
+    evaluation: list[Task] = []
     for path in paths:
         task = Task.load(path)
         (evaluation if task.config.metadata.get("repository") in held_out else train).append(task)
@@ -118,9 +119,10 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: Episod
 def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
                 model: str | None, tier: str | None = None) -> Any:
     from codedojo.agent.budget import recipe_budget
-    from codedojo.agent.engines import default_device, profile_for
+    from codedojo.agent.engines import profile_for
     from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
     from codedojo.inference.specs import HFFolder
+    from codedojo.precision import default_device
     from codedojo.train.sft import SFTConfig
 
     console = Console(stderr=True)

@@ -22,26 +22,58 @@ from pathlib import Path
 from typing import Any
 
 
-class MetricsLog:
-    """Appends metrics to metrics.jsonl and TensorBoard; numbers only go to TensorBoard."""
+def steps_trained(record: dict[str, Any]) -> int:
+    """How many steps were trained when `record` was written: a train row of rollout s is written before
+    step s's checkpoint (s + 1 steps), an eval row of step s after s steps."""
+    return int(record["step"]) + (1 if record["kind"] == "train" else 0)
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+
+class MetricsLog:
+    """Appends metrics to metrics.jsonl and TensorBoard; numbers only go to TensorBoard.
+
+    `start` is the step the run (re)starts at. The records are brought back to it first, so a run killed
+    after a step's metrics but before its checkpoint logs that step once: metrics.jsonl keeps the rows
+    written by `start` trained steps (none for a run starting at 0), and TensorBoard purges every event
+    at or after step `start` (`purge_step`), then gets the kept rows of step `start` again (the evaluation
+    after `start` steps, which the relaunched run does not repeat)."""
+
+    def __init__(self, run_dir: Path, *, start: int = 0, tensorboard: bool = True) -> None:
         self.path = run_dir / "metrics.jsonl"
+        self.kept = self._rewind(start)
+        """The rows of earlier processes that the run keeps, in order."""
         self._writer: Any = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            self._writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=start or None)
+            for record in self.kept:
+                if record["step"] >= start:
+                    self._scalars(record["step"], record)
+
+    def _rewind(self, start: int) -> list[dict[str, Any]]:
+        kept = [r for r in read_metrics(self.path.parent) if start and steps_trained(r) <= start]
+        if self.path.exists():
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept), encoding="utf-8")
+            tmp.replace(self.path)
+        return kept
 
     def write(self, step: int, kind: str, metrics: dict[str, Any], *, to_tensorboard: bool = True) -> None:
         record = {"step": step, "kind": kind, "time": time.time(), **metrics}
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, default=str) + "\n")
-        if self._writer is not None and to_tensorboard:
-            for key, value in metrics.items():
-                if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                    self._writer.add_scalar(key, value, step)
-            self._writer.flush()
+        if to_tensorboard:
+            self._scalars(step, metrics)
+
+    def _scalars(self, step: int, metrics: dict[str, Any]) -> None:
+        if self._writer is None:
+            return
+        for key, value in metrics.items():
+            if key in ("step", "kind", "time"):
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                self._writer.add_scalar(key, value, step)
+        self._writer.flush()
 
     def close(self) -> None:
         if self._writer is not None:

@@ -74,8 +74,7 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
     t = episode.trajectory
     tokens = list(t.token_ids) if t else []
     prompt_length = t.prompt_length if t else 0
-    status = {"submitted": "completed", "step_limit": "truncated", "context_limit": "truncated",
-              "episode_timeout": "truncated"}.get(episode.status, "failed" if episode.reward is None else "completed")
+    status = "truncated" if episode.status.is_truncated else "failed" if episode.reward is None else "completed"
     return {
         "group_index": episode.request.group, "index": index, "rollout_id": index,
         "prompt": t.messages[:1] if t else [], "tokens": tokens,
@@ -89,5 +88,6 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
         "metadata": {"task_path": str(episode.request.task.path), "episode_status": episode.status,
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
-                     "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0},
+                     "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,
+                     "drift": t.drift if t else 0},
     }

@@ -81,7 +81,7 @@ def _demos(args: argparse.Namespace) -> int:
 
 
 def _sft(args: argparse.Namespace) -> int:
-    from codedojo.agent.engines import default_device
+    from codedojo.precision import default_device
     from codedojo.train.report import write_report
     from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
 

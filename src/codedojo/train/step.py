@@ -8,6 +8,9 @@ Order of work (slime's):
    its samples into micro-batches of at most `max_tokens_per_gpu` tokens, accumulates the gradients of
    the clipped policy loss (plus KL and entropy terms) normalised by the step's trainable-token count,
    clips the gradient norm and steps AdamW and the schedule.
+
+Everything the update reads is in `UpdateConfig`, built once from the recipe by the trainer
+(train.trainer.update_config_for); this module does not know the recipe.
 """
 
 from __future__ import annotations
@@ -17,15 +20,50 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
-from codedojo.config.recipe import Recipe
 from codedojo.rl.losses import clipped_policy_loss, kl_divergence, masked_token_sum, truncated_importance_weights
 from codedojo.rl.packing import pack_groups
+from codedojo.train.optim import OptimizerConfig
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateConfig:
+    """The settings of one policy update and of its optimizer."""
+
+    optimizer: OptimizerConfig
+    """AdamW and the schedule (train.optim)."""
+    global_batch_size: int
+    """Samples per optimizer step."""
+    max_tokens_per_gpu: int
+    """Token budget of a micro-batch."""
+    log_probs_chunk_size: int
+    """Positions per chunk of the vocabulary projection."""
+    temperature: float
+    """The sampling temperature, at which the trainer's logprobs are computed (to compare with the sampler's)."""
+    eps_clip: float
+    """Lower clip of the policy ratio."""
+    eps_clip_high: float
+    """Upper clip of the policy ratio (equal to eps_clip unless clip-higher)."""
+    clip_grad: float
+    """Gradient norm clip (0: off)."""
+    use_kl: bool
+    """A KL term against the frozen reference policy (needs kl_loss_coef != 0)."""
+    kl_loss_coef: float
+    """Weight of the KL term."""
+    kl_loss_type: Literal["k1", "k2", "k3"]
+    """KL estimator."""
+    entropy_coef: float
+    """Weight of the entropy bonus (0: off)."""
+    use_tis: bool
+    """Truncated importance sampling between sampler and trainer logprobs."""
+    tis_clip: float
+    """TIS weight cap."""
 
 
 @dataclass(frozen=True)
@@ -42,48 +80,46 @@ def _micro_batches(samples: Sequence[TrainSample], budget: int) -> list[list[int
 
 
 @torch.no_grad()
-def _score(policy: Policy, samples: Sequence[TrainSample], recipe: Recipe, *, reference: bool
+def _score(policy: Policy, samples: Sequence[TrainSample], config: UpdateConfig, *, reference: bool
            ) -> list[torch.Tensor]:
     out: list[torch.Tensor | None] = [None] * len(samples)
-    for indices in _micro_batches(samples, recipe.max_tokens_per_gpu):
+    for indices in _micro_batches(samples, config.max_tokens_per_gpu):
         seqs = [samples[i].token_ids for i in indices]
         # only the trainable positions' logprobs are read (loss, TIS, mismatch); the others come back 0
         used = [samples[i].loss_mask for i in indices]
         groups = [samples[i].group for i in indices]
         if reference:
-            lps = policy.reference_logprobs(seqs, temperature=recipe.rollout_temperature,
-                                            chunk_size=recipe.log_probs_chunk_size, used=used, groups=groups)
+            lps = policy.reference_logprobs(seqs, temperature=config.temperature,
+                                            chunk_size=config.log_probs_chunk_size, used=used, groups=groups)
         else:
-            lps, _ = policy.logprobs(seqs, temperature=recipe.rollout_temperature,
-                                     chunk_size=recipe.log_probs_chunk_size, used=used, groups=groups)
+            lps, _ = policy.logprobs(seqs, temperature=config.temperature,
+                                     chunk_size=config.log_probs_chunk_size, used=used, groups=groups)
         for i, lp in zip(indices, lps, strict=True):
             out[i] = lp.detach()
     return [t for t in out if t is not None]
 
 
 def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
-           samples: Sequence[TrainSample], recipe: Recipe, *, rng: random.Random) -> dict[str, float]:
+           samples: Sequence[TrainSample], config: UpdateConfig, *, rng: random.Random) -> dict[str, float]:
     """Train on `samples`; returns the step's metrics."""
     started = time.monotonic()
     if not samples:
         return {"train/samples": 0.0}
-    use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
     # A sample with advantage 0 adds nothing to the policy-gradient term, so unless a KL or entropy term
     # needs it, it is not run through the model at all (it still counts in the token normaliser, so the
     # loss is exactly the same as if it had been).
-    needs_all = use_kl or recipe.entropy_coef != 0.0
+    needs_all = config.use_kl or config.entropy_coef != 0.0
     active = [i for i, s in enumerate(samples) if needs_all or s.advantage != 0.0]
     scored = [samples[i] for i in active] or list(samples[:2])  # keep measuring the mismatch
-    old = _score(policy, scored, recipe, reference=False)
-    ref = _score(policy, scored, recipe, reference=True) if use_kl else [None] * len(scored)  # type: ignore[list-item]
+    old = _score(policy, scored, config, reference=False)
+    ref = _score(policy, scored, config, reference=True) if config.use_kl else [None] * len(scored)  # type: ignore[list-item]
     by_index = {i: _Prepared(s, o, r) for i, s, o, r in zip(active, scored, old, ref, strict=False)}
     metrics = _mismatch([_Prepared(s, o, r) for s, o, r in zip(scored, old, ref, strict=True)], policy.device)
     metrics["train/skipped_zero_advantage"] = float(len(samples) - len(active))
 
     order = list(range(len(samples)))
     rng.shuffle(order)
-    size = recipe.effective_global_batch_size
-    low, high = recipe.effective_clip
+    size = config.global_batch_size
     totals: dict[str, float] = {}
     grad_norms: list[float] = []
     trained_tokens = 0
@@ -97,10 +133,9 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
                 scheduler.step()
             continue
-        for indices in _micro_batches([p.sample for p in step_items], recipe.max_tokens_per_gpu):
+        for indices in _micro_batches([p.sample for p in step_items], config.max_tokens_per_gpu):
             micro = [step_items[i] for i in indices]
-            parts = _micro_loss(policy, micro, recipe, num_tokens=num_tokens, eps_low=low, eps_high=high,
-                                use_kl=use_kl)
+            parts = _micro_loss(policy, micro, config, num_tokens=num_tokens)
             parts["loss"].backward()
             # loss terms are already normalised by the step's token count, so micro-batches simply add up;
             # the clip fraction is a per-token rate, weighted by the micro-batch's share of tokens
@@ -109,8 +144,8 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
                 weight = share if key == "clip_frac" else 1.0
                 totals[key] = totals.get(key, 0.0) + float(value.detach()) * weight
         params = policy.trainable_parameters()
-        if recipe.clip_grad > 0:
-            norm = torch.nn.utils.clip_grad_norm_(params, recipe.clip_grad)
+        if config.clip_grad > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, config.clip_grad)
         else:
             norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
         grad_norms.append(float(norm))
@@ -123,7 +158,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     metrics.setdefault("train/loss", 0.0)  # every advantage 0 and no KL/entropy term: the loss is exactly 0
     metrics.update({
         "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
-        "train/lr": scheduler.get_last_lr()[0],
+        "train/lr": float(scheduler.get_last_lr()[0]),
         "train/optimizer_steps": float(len(grad_norms)), "train/samples": float(len(samples)),
         "train/trained_tokens": float(trained_tokens),
         "train/tokens": float(sum(len(p.sample.token_ids) for p in by_index.values())),
@@ -133,35 +168,36 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     return metrics
 
 
-def _micro_loss(policy: Policy, micro: list[_Prepared], recipe: Recipe, *, num_tokens: int, eps_low: float,
-                eps_high: float, use_kl: bool) -> dict[str, torch.Tensor]:
+def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *, num_tokens: int
+                ) -> dict[str, torch.Tensor]:
     device = policy.device
-    want_entropy = recipe.entropy_coef != 0.0
-    lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=recipe.rollout_temperature,
-                                chunk_size=recipe.log_probs_chunk_size, with_entropy=want_entropy,
+    want_entropy = config.entropy_coef != 0.0
+    lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=config.temperature,
+                                chunk_size=config.log_probs_chunk_size, with_entropy=want_entropy,
                                 used=[p.sample.loss_mask for p in micro], groups=[p.sample.group for p in micro])
     logprobs_T = torch.cat(lps)
     old_T = torch.cat([p.old for p in micro]).to(device)
     mask_T = torch.tensor([m for p in micro for m in p.sample.loss_mask], dtype=logprobs_T.dtype, device=device)
     adv_T = torch.cat([torch.full((len(p.sample.loss_mask),), p.sample.advantage, device=device) for p in micro])
     tis = None
-    if recipe.use_tis:
+    if config.use_tis:
         rollout_T = torch.tensor([x for p in micro for x in p.sample.rollout_logprobs], dtype=old_T.dtype,
                                  device=device)
-        tis = truncated_importance_weights(old_T, rollout_T, cap=recipe.tis_clip)
-    pg, pg_metrics = clipped_policy_loss(logprobs_T, old_T, adv_T, mask_T, num_tokens=num_tokens, eps_clip=eps_low,
-                                         eps_clip_high=eps_high, tis_weights_T=tis)
+        tis = truncated_importance_weights(old_T, rollout_T, cap=config.tis_clip)
+    pg, pg_metrics = clipped_policy_loss(logprobs_T, old_T, adv_T, mask_T, num_tokens=num_tokens,
+                                         eps_clip=config.eps_clip, eps_clip_high=config.eps_clip_high,
+                                         tis_weights_T=tis)
     loss = pg
     parts = {"pg_loss": pg.detach(), "clip_frac": torch.tensor(pg_metrics["clip_frac"])}
-    if use_kl:
+    if config.use_kl:
         ref_T = torch.cat([p.ref for p in micro if p.ref is not None]).to(device)
-        kl = masked_token_sum(kl_divergence(logprobs_T, ref_T, estimator=recipe.kl_loss_type), mask_T,
+        kl = masked_token_sum(kl_divergence(logprobs_T, ref_T, estimator=config.kl_loss_type), mask_T,
                               num_tokens=num_tokens)
-        loss = loss + recipe.kl_loss_coef * kl
+        loss = loss + config.kl_loss_coef * kl
         parts["kl"] = kl.detach()
     if want_entropy and ents is not None:
         entropy = masked_token_sum(torch.cat(ents), mask_T, num_tokens=num_tokens)
-        loss = loss - recipe.entropy_coef * entropy
+        loss = loss - config.entropy_coef * entropy
         parts["entropy"] = entropy.detach()
     parts["loss"] = loss
     return parts

@@ -15,9 +15,8 @@ import json
 import random
 import statistics
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,54 +30,23 @@ from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
 from codedojo.inference.protocol import Engine, SamplingParams
+from codedojo.inference.specs import LoadedModel, resolve_model
 from codedojo.precision import compute_dtype
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
-from codedojo.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
+from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
 from codedojo.train.observability import MetricsLog, Trace, load_hook
-from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
-from codedojo.train.samples import build_batch, slime_sample
-from codedojo.train.step import update
+from codedojo.train.rollout_metrics import rollout_metrics
+from codedojo.train.samples import TrainSample, build_batch, slime_sample
+from codedojo.train.state import TaskSampler, TrainState
+from codedojo.train.step import UpdateConfig, update
 from codedojo.trial.runner import TrialOptions
 
-EngineFactory = Callable[[Any], Awaitable[Engine]]
-
-
-@dataclass
-class TaskSampler:
-    """Shuffled passes over the training tasks, resumable from (epoch, position)."""
-
-    num_tasks: int
-    seed: int
-    epoch: int = 0
-    position: int = 0
-    _order: list[int] = field(default_factory=list)
-
-    def _shuffle(self) -> None:
-        self._order = list(range(self.num_tasks))
-        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(self._order)
-
-    def take(self, count: int) -> list[int]:
-        if not self._order:
-            self._shuffle()
-        picked = []
-        for _ in range(count):
-            if self.position >= self.num_tasks:
-                self.epoch += 1
-                self.position = 0
-                self._shuffle()
-            picked.append(self._order[self.position])
-            self.position += 1
-        return picked
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def restore(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = state["epoch"], state["position"]
-        self._shuffle()
+EngineFactory = Callable[[LoadedModel], Awaitable[Engine]]
+"""Opens the engine episodes sample from, given the loaded model (tests pass a scripted policy)."""
 
 
 @dataclass(frozen=True)
@@ -116,47 +84,39 @@ def rollout_config_for(recipe: Recipe) -> RolloutConfig:
     )
 
 
-def rollout_metrics(episodes: Sequence[Episode], *, seconds: float) -> dict[str, float]:
-    """Per-step rollout metrics: rewards, statuses, turns, tokens, phase timings, throughput."""
-    valid = [e for e in episodes if e.valid]
-    statuses = Counter(e.status for e in episodes)
-    trajectories = [e.trajectory for e in episodes if e.trajectory is not None]
-    turns = [len(t.turns) for t in trajectories]
-    sampled = sum(t.num_sampled_tokens for t in trajectories)
-    out: dict[str, float] = {
-        "rollout/episodes": float(len(episodes)), "rollout/valid": float(len(valid)),
-        "rollout/reward_mean": statistics.fmean([e.reward for e in valid if e.reward is not None]) if valid else 0.0,
-        "rollout/solved_frac": sum(e.solved for e in valid) / len(valid) if valid else 0.0,
-        "rollout/infra_failed_frac": 1.0 - len(valid) / len(episodes) if episodes else 0.0,
-        "rollout/turns_mean": statistics.fmean(turns) if turns else 0.0,
-        "rollout/turns_max": float(max(turns)) if turns else 0.0,
-        "rollout/sampled_tokens": float(sampled),
-        "rollout/total_tokens": float(sum(len(t.token_ids) for t in trajectories)),
-        "rollout/truncated_frac": sum(statuses[s] for s in ("step_limit", "context_limit", "episode_timeout"))
-        / max(1, len(episodes)),
-        "rollout/drift_tokens": float(sum(t.drift for t in trajectories)),
-        "perf/rollout_seconds": seconds,
-        "perf/rollout_sampled_tokens_per_sec": sampled / max(seconds, 1e-9),
-    }
-    for status, count in statuses.items():
-        out[f"rollout/status/{status}"] = count / len(episodes)
-    groups: dict[int, list[float]] = {}
-    for e in valid:
-        if e.reward is not None:
-            groups.setdefault(e.request.group, []).append(e.reward)
-    scored = [r for r in groups.values() if len(r) >= 2]
-    # the groups GRPO learns from: at least two valid members whose rewards differ
-    out["rollout/mixed_group_frac"] = sum(len(set(r)) > 1 for r in scored) / len(scored) if scored else 0.0
-    by_status: dict[str, list[float]] = {}
-    for e in valid:
-        by_status.setdefault(e.status, []).append(e.reward or 0.0)
-    for status, rewards in by_status.items():
-        out[f"rollout/reward_by_status/{status}"] = statistics.fmean(rewards)
-    for phase in ("environment_setup", "agent", "verifier", "agent_generate", "agent_exec"):
-        values = [e.timings[phase] for e in episodes if phase in e.timings]
-        if values:
-            out[f"time/{phase}_mean"] = statistics.fmean(values)
-    return out
+def update_config_for(recipe: Recipe) -> UpdateConfig:
+    """The recipe's fields that the update step and its optimizer read, resolved once: the global batch size,
+    the clip bounds, whether a KL term runs (use_kl_loss with a non-zero coefficient)."""
+    low, high = recipe.effective_clip
+    optimizer = OptimizerConfig(
+        lr=recipe.lr, min_lr=recipe.min_lr, lr_decay_style=recipe.lr_decay_style,
+        lr_warmup_iters=recipe.lr_warmup_iters, lr_decay_iters=recipe.lr_decay_iters,
+        total_steps=recipe.num_rollout * recipe.optimizer_steps_per_rollout, weight_decay=recipe.weight_decay,
+        adam_beta1=recipe.adam_beta1, adam_beta2=recipe.adam_beta2, adam_eps=recipe.adam_eps)
+    return UpdateConfig(
+        optimizer=optimizer, global_batch_size=recipe.effective_global_batch_size,
+        max_tokens_per_gpu=recipe.max_tokens_per_gpu, log_probs_chunk_size=recipe.log_probs_chunk_size,
+        temperature=recipe.rollout_temperature, eps_clip=low, eps_clip_high=high, clip_grad=recipe.clip_grad,
+        use_kl=recipe.use_kl_loss and recipe.kl_loss_coef != 0.0, kl_loss_coef=recipe.kl_loss_coef,
+        kl_loss_type=recipe.kl_loss_type, entropy_coef=recipe.entropy_coef, use_tis=recipe.use_tis,
+        tis_clip=recipe.tis_clip)
+
+
+@dataclass
+class _Run:
+    """What the steps of one run share."""
+
+    state: TrainState
+    engine: Engine
+    loaded: LoadedModel
+    """The model as loaded: its HF config and tokenizer go into every HF folder the run writes."""
+    metrics: MetricsLog
+    trace: Trace
+    hook: Callable[..., Any] | None
+    agent_config: AgentConfig
+    rollout: RolloutConfig
+    train_rows: list[dict[str, Any]]
+    """The train rows of metrics.jsonl so far (those kept from before a resume included)."""
 
 
 class LocalTrainer:
@@ -174,115 +134,137 @@ class LocalTrainer:
         self.engine_factory = engine_factory
         self.console = console or Console(stderr=True)
         self.profile = profile_for(model)
+        self.update_config = update_config_for(recipe)
         self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
         """Every evaluation of this process, by eval set (the first is the before-training one)."""
 
-    async def _open(self) -> tuple[Policy, Engine, Any, Any]:
-        from codedojo.inference.specs import resolve_model
-
-        spec = resolve_model(self.model_spec)
-        loaded = await asyncio.to_thread(spec.load, device=self.device, dtype=torch.float32)
-        recipe = self.recipe
-        use_kl = recipe.use_kl_loss and recipe.kl_loss_coef != 0.0
-        policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
-                        keep_reference=use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
-        if self.engine_factory is not None:
-            engine = await self.engine_factory(loaded)
-        else:
-            from codedojo.inference.engine import LocalEngine
-
-            engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=recipe.seed)
-        return policy, engine, loaded.hf_config, loaded.tokenizer
-
     async def run(self) -> dict[str, Any]:
+        """Train from the latest checkpoint (else from step 0) to num_rollout steps; returns a summary."""
         recipe = self.recipe
-        torch.manual_seed(recipe.seed)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        checkpoints = self._checkpoint_root()
-        metrics = MetricsLog(self.run_dir)
-        trace = Trace(self.run_dir / "trace.json" if recipe.capture_trace else None)
-        hook = load_hook(recipe.custom_rollout_log_function)
-        with self.console.status("loading the model"):
-            policy, engine, hf_config, tokenizer = await self._open()
-        total_optimizer_steps = recipe.num_rollout * recipe.optimizer_steps_per_rollout
-        optimizer = build_optimizer(policy.trainable_parameters(), recipe)
-        scheduler = build_scheduler(optimizer, recipe, total_steps=total_optimizer_steps)
-        sampler = TaskSampler(num_tasks=len(self.tasks), seed=recipe.seed)
-        shuffle_rng = random.Random(recipe.seed)
-        start = 0
-        resumed_from = latest_checkpoint(checkpoints) if checkpoints else None
-        if resumed_from is not None:
-            state = load_checkpoint(resumed_from, policy=policy, optimizer=optimizer, scheduler=scheduler)
-            start = state.step
-            sampler.restore(state.data)
-            shuffle_rng.setstate(state.rng["shuffle"])
-            torch.set_rng_state(state.rng["torch"])
-            await self._sync_weights(engine, policy)
-            self.console.print(f"resumed from {resumed_from} at step {start}")
-        agent_config = agent_config_for(recipe, profile=self.profile)
-        rollout = rollout_config_for(recipe)
-        last_metrics: dict[str, Any] = {}
-        train_rows: list[dict[str, Any]] = []
+        run = await self._start()
         try:
-            if start == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
-                with trace.span("eval", step=0):
-                    await self._evaluate(engine, step=0, metrics=metrics, rollout=rollout)
-            for step in range(start, recipe.num_rollout):
-                step_started = time.monotonic()
-                with trace.span("rollout", step=step):
-                    episodes, rollout_seconds = await self._rollout(step, engine, sampler, agent_config, rollout)
-                for e in episodes:
-                    self._trace_episode(trace, e)
-                self._write_episodes(step, episodes)
-                batch = build_batch(episodes, normalize_std=recipe.normalize_group_std,
-                                    drop_uniform=recipe.dynamic_sampling)
-                samples = batch.samples
-                if recipe.over_sampling_batch_size:
-                    kept_groups = sorted({s.group for s in samples})[: recipe.rollout_batch_size]
-                    samples = [s for s in samples if s.group in kept_groups]
-                step_metrics = rollout_metrics(episodes, seconds=rollout_seconds)
-                step_metrics.update({"rollout/groups": float(batch.groups_total),
-                                     "rollout/groups_trained": float(len({s.group for s in samples})),
-                                     "rollout/reward_trained_mean": statistics.fmean([s.reward for s in samples])
-                                     if samples else 0.0})
-                with trace.span("train", step=step):
-                    step_metrics.update(await asyncio.to_thread(update, policy, optimizer, scheduler, samples,
-                                                                recipe, rng=shuffle_rng))
-                with trace.span("weight_sync", step=step):
-                    step_metrics["perf/weight_sync_seconds"] = await self._sync_weights(engine, policy)
-                step_metrics["perf/step_seconds"] = time.monotonic() - step_started
-                to_tensorboard = True
-                records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
-                if hook is not None:
-                    to_tensorboard = not hook(step, recipe, records, dict(step_metrics), rollout_seconds)
-                self._dump(step, records, prefix="rollout")
-                metrics.write(step, "train", step_metrics, to_tensorboard=to_tensorboard)
-                last_metrics = step_metrics
-                train_rows.append(step_metrics)
-                self._print_step(step, step_metrics)
+            if run.state.step == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
+                await self._evaluate(run, step=0)
+            for step in range(run.state.step, recipe.num_rollout):
+                row = await self._train_step(run, step)
+                run.state.step = step + 1
+                run.train_rows.append(row)
+                self._print_step(step, row)
                 if recipe.eval_interval and self.eval_sets and (step + 1) % recipe.eval_interval == 0:
-                    with trace.span("eval", step=step + 1):
-                        await self._evaluate(engine, step=step + 1, metrics=metrics, rollout=rollout)
-                if checkpoints is not None:
-                    with trace.span("checkpoint", step=step):
-                        interval = recipe.save_interval
-                        keep = interval is not None and ((step + 1) % interval == 0 or step + 1 == recipe.num_rollout)
-                        self._save(checkpoints, f"step_{step + 1:06d}" if keep else "last", step + 1, policy, optimizer,
-                                   scheduler, sampler, shuffle_rng, hf_config, tokenizer, with_hf=keep)
-                trace.flush()
-            final = self.run_dir / "final"
-            save_hf_folder(final, policy=policy, hf_config=hf_config, tokenizer=tokenizer)
-            learning = self._learning_summary(train_rows)
+                    await self._evaluate(run, step=step + 1)
+                self._checkpoint(run)
+                run.trace.flush()
+            save_hf_folder(self.run_dir / "final", policy=run.state.policy, hf_config=run.loaded.hf_config,
+                           tokenizer=run.loaded.tokenizer)
+            learning = self._learning_summary(run.train_rows)
         finally:
-            metrics.close()
-            trace.flush()
-            with contextlib.suppress(Exception):
-                await engine.close()
+            await self._close(run)
         from codedojo.train.report import write_report
 
         report = write_report(self.run_dir)
         return {"run_dir": str(self.run_dir), "report": str(report), "final_model": str(self.run_dir / "final"),
-                "last_metrics": last_metrics, "learning": learning}
+                "last_metrics": run.train_rows[-1] if run.train_rows else {}, "learning": learning}
+
+    async def _start(self) -> _Run:
+        """Load the model and the engine, resume from the latest checkpoint, and bring the run's records back
+        to its step."""
+        recipe = self.recipe
+        torch.manual_seed(recipe.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        trace = Trace(self.run_dir / "trace.json" if recipe.capture_trace else None)
+        hook = load_hook(recipe.custom_rollout_log_function)
+        with self.console.status("loading the model"):
+            loaded, policy = await self._load()
+            engine = await self._open_engine(loaded)
+        optimizer = build_optimizer(policy.trainable_parameters(), self.update_config.optimizer)
+        state = TrainState(policy=policy, optimizer=optimizer,
+                           scheduler=build_scheduler(optimizer, self.update_config.optimizer),
+                           sampler=TaskSampler(num_tasks=len(self.tasks), seed=recipe.seed),
+                           shuffle_rng=random.Random(recipe.seed))
+        root = self._checkpoint_root()
+        resumed_from = latest_checkpoint(root) if root is not None else None
+        if resumed_from is not None:
+            load_checkpoint(resumed_from, state)
+            await self._sync_weights(engine, policy)
+            self.console.print(f"resumed from {resumed_from} at step {state.step}")
+        metrics = MetricsLog(self.run_dir, start=state.step)
+        self._forget_episodes(after=state.step)
+        return _Run(state=state, engine=engine, loaded=loaded, metrics=metrics, trace=trace, hook=hook,
+                    agent_config=agent_config_for(recipe, profile=self.profile),
+                    rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"])
+
+    async def _load(self) -> tuple[LoadedModel, Policy]:
+        spec = resolve_model(self.model_spec)
+        loaded = await asyncio.to_thread(spec.load, device=self.device, dtype=torch.float32)
+        recipe = self.recipe
+        policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
+                        keep_reference=self.update_config.use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
+        return loaded, policy
+
+    async def _open_engine(self, loaded: LoadedModel) -> Engine:
+        if self.engine_factory is not None:
+            return await self.engine_factory(loaded)
+        from codedojo.inference.engine import LocalEngine
+
+        return LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=self.recipe.seed)
+
+    async def _close(self, run: _Run) -> None:
+        run.metrics.close()
+        run.trace.flush()
+        with contextlib.suppress(Exception):
+            await run.engine.close()
+
+    async def _train_step(self, run: _Run, step: int) -> dict[str, Any]:
+        """One step: episodes, the batch, the update, the new weights to the engine, and the step's records."""
+        started = time.monotonic()
+        with run.trace.span("rollout", step=step):
+            episodes, rollout_seconds = await self._rollout(run, step)
+        for e in episodes:
+            self._trace_episode(run.trace, e)
+        self._write_episodes(step, episodes)
+        records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
+        samples, row = self._batch(episodes, records, rollout_seconds=rollout_seconds)
+        state = run.state
+        with run.trace.span("train", step=step):
+            row.update(await asyncio.to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
+                                               self.update_config, rng=state.shuffle_rng))
+        with run.trace.span("weight_sync", step=step):
+            row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
+        row["perf/step_seconds"] = time.monotonic() - started
+        # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
+        logged = run.hook is not None and run.hook(step, self.recipe, records, dict(row), rollout_seconds)
+        self._dump(step, records, prefix="rollout")
+        run.metrics.write(step, "train", row, to_tensorboard=not logged)
+        return row
+
+    def _batch(self, episodes: list[Episode], records: list[dict[str, Any]], *, rollout_seconds: float
+               ) -> tuple[list[TrainSample], dict[str, Any]]:
+        """The samples to train on (dynamic sampling and over-sampling applied) and the rollout's metrics
+        (train.rollout_metrics over the episodes' records, as slime's hook computes them)."""
+        recipe = self.recipe
+        batch = build_batch(episodes, normalize_std=recipe.normalize_group_std, drop_uniform=recipe.dynamic_sampling)
+        samples = batch.samples
+        if recipe.over_sampling_batch_size:
+            kept_groups = sorted({s.group for s in samples})[: recipe.rollout_batch_size]
+            samples = [s for s in samples if s.group in kept_groups]
+        row: dict[str, Any] = rollout_metrics(records, prefix="rollout/")
+        row.update({"perf/rollout_seconds": rollout_seconds,
+                    "perf/rollout_sampled_tokens_per_sec": row["rollout/sampled_tokens"] / max(rollout_seconds, 1e-9),
+                    "rollout/groups": float(batch.groups_total),
+                    "rollout/groups_trained": float(len({s.group for s in samples})),
+                    "rollout/reward_trained_mean": statistics.fmean([s.reward for s in samples]) if samples else 0.0})
+        return samples, row
+
+    def _checkpoint(self, run: _Run) -> None:
+        """Save the state after its step: as `last`, or kept as step_N every save_interval steps and at the end."""
+        root = self._checkpoint_root()
+        if root is None:
+            return
+        done, interval = run.state.step, self.recipe.save_interval
+        keep = interval is not None and (done % interval == 0 or done == self.recipe.num_rollout)
+        with run.trace.span("checkpoint", step=done - 1):
+            save_checkpoint(root, f"step_{done:06d}" if keep else "last", run.state,
+                            hf_config=run.loaded.hf_config, tokenizer=run.loaded.tokenizer, with_hf=keep)
 
     def _checkpoint_root(self) -> Path | None:
         if not self.recipe.save:
@@ -290,45 +272,51 @@ class LocalTrainer:
         path = Path(self.recipe.save)
         return path if path.is_absolute() else self.run_dir / path
 
-    async def _rollout(self, step: int, engine: Engine, sampler: TaskSampler, agent_config: AgentConfig,
-                       rollout: RolloutConfig) -> tuple[list[Episode], float]:
+    async def _rollout(self, run: _Run, step: int) -> tuple[list[Episode], float]:
         recipe = self.recipe
         count = recipe.over_sampling_batch_size or recipe.rollout_batch_size
-        picked = sampler.take(count)
+        picked = run.state.sampler.take(count)
         requests = [EpisodeRequest(task=self.tasks[t], group=g, sample=s,
                                    seed=(recipe.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
                     for g, t in enumerate(picked) for s in range(recipe.n_samples_per_prompt)]
         started = time.monotonic()
         episodes = await run_episodes_with_progress(requests, label=f"step {step + 1}/{recipe.num_rollout} episodes",
-                                                    console=self.console, engine=engine, agent_config=agent_config,
-                                                    rollout=rollout)
+                                                    console=self.console, engine=run.engine,
+                                                    agent_config=run.agent_config, rollout=run.rollout)
         return episodes, time.monotonic() - started
 
-    async def _evaluate(self, engine: Engine, *, step: int, metrics: MetricsLog, rollout: RolloutConfig) -> None:
+    async def _evaluate(self, run: _Run, *, step: int) -> None:
+        """Every eval set after `step` steps: pass@1 (and pass@n), statuses, the gain since the first."""
+        with run.trace.span("eval", step=step):
+            results: dict[str, Any] = {}
+            for eval_set in self.eval_sets:
+                results.update(await self._evaluate_set(run, eval_set, step=step))
+        run.metrics.write(step, "eval", results)
+
+    async def _evaluate_set(self, run: _Run, eval_set: EvalSet, *, step: int) -> dict[str, Any]:
         results: dict[str, Any] = {}
-        for eval_set in self.eval_sets:
-            config = agent_config_for(self.recipe, profile=self.profile, evaluation=True, sampling=eval_set.sampling,
-                                      max_new_tokens=eval_set.max_new_tokens)
-            report: EvalReport = await evaluate(eval_set.tasks, engine=engine, n=eval_set.n, agent_config=config,
-                                                rollout=rollout, seed=self.recipe.seed + step, console=self.console)
-            data = report.to_dict()
-            prefix = f"eval/{eval_set.name}"
-            results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
-                            f"{prefix}/tasks": float(len(eval_set.tasks)), f"{prefix}/wall_sec": data["wall_sec"]})
-            if eval_set.n > 1:
-                results[f"{prefix}/pass@{eval_set.n}"] = data[f"pass@{eval_set.n}"]
-            for status, count in report.statuses.items():
-                results[f"{prefix}/status/{status}"] = float(count)
-            self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
-            history = self._evals.setdefault(eval_set.name, [])
-            history.append((step, report))
-            if len(history) > 1:  # the gain since the first evaluation, paired over tasks
-                gain = paired_difference(history[0][1], report)
-                results.update({f"{prefix}/gain": gain.mean, f"{prefix}/gain_stderr": gain.stderr})
-            p1 = data["pass@1"]
-            self.console.print(f"eval {eval_set.name} at step {step}: pass@1 "
-                               f"{'-' if p1 is None else f'{p1:.3f}'} over {len(eval_set.tasks)} tasks")
-        metrics.write(step, "eval", results)
+        config = agent_config_for(self.recipe, profile=self.profile, evaluation=True, sampling=eval_set.sampling,
+                                  max_new_tokens=eval_set.max_new_tokens)
+        report = await evaluate(eval_set.tasks, engine=run.engine, n=eval_set.n, agent_config=config,
+                                rollout=run.rollout, seed=self.recipe.seed + step, console=self.console)
+        data = report.to_dict()
+        prefix = f"eval/{eval_set.name}"
+        results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
+                        f"{prefix}/tasks": float(len(eval_set.tasks)), f"{prefix}/wall_sec": data["wall_sec"]})
+        if eval_set.n > 1:
+            results[f"{prefix}/pass@{eval_set.n}"] = data[f"pass@{eval_set.n}"]
+        for status, count in report.statuses.items():
+            results[f"{prefix}/status/{status}"] = float(count)
+        self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
+        history = self._evals.setdefault(eval_set.name, [])
+        history.append((step, report))
+        if len(history) > 1:  # the gain since the first evaluation, paired over tasks
+            gain = paired_difference(history[0][1], report)
+            results.update({f"{prefix}/gain": gain.mean, f"{prefix}/gain_stderr": gain.stderr})
+        p1 = data["pass@1"]
+        self.console.print(f"eval {eval_set.name} at step {step}: pass@1 "
+                           f"{'-' if p1 is None else f'{p1:.3f}'} over {len(eval_set.tasks)} tasks")
+        return results
 
     def _learning_summary(self, train_rows: list[dict[str, float]]) -> dict[str, Any]:
         """What the run learned: each eval set's pass@1 at its first and last evaluation with the paired
@@ -361,6 +349,12 @@ class LocalTrainer:
                                     "status": e.status, "reward": e.reward, "turns": len(t.turns) if t else 0,
                                     "error": e.error, "messages": messages}) + "\n")
 
+    def _forget_episodes(self, *, after: int) -> None:
+        """Remove the episode files of steps after `after` (written by a run killed before their checkpoint)."""
+        for path in (self.run_dir / "episodes").glob("step_*.jsonl"):
+            if int(path.stem.removeprefix("step_")) > after:
+                path.unlink()
+
     def _dump(self, step: int, samples: list[dict[str, Any]], *, prefix: str) -> None:
         template = self.recipe.save_debug_rollout_data
         if not template:
@@ -373,19 +367,8 @@ class LocalTrainer:
 
     async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
         started = time.monotonic()
-        update_weights = getattr(engine, "update_weights", None)
-        if update_weights is not None:
-            await update_weights(policy.engine_state())
+        await engine.update_weights(policy.engine_state())
         return time.monotonic() - started
-
-    def _save(self, root: Path, name: str, step: int, policy: Policy, optimizer: torch.optim.Optimizer,
-              scheduler: Any, sampler: TaskSampler, shuffle_rng: random.Random, hf_config: Any, tokenizer: Any,
-              *, with_hf: bool) -> None:
-        state = TrainerState(step=step, data=sampler.state(),
-                             rng={"shuffle": shuffle_rng.getstate(), "torch": torch.get_rng_state()},
-                             optimizer_steps=int(scheduler.last_epoch))
-        save_checkpoint(root, name, policy=policy, optimizer=optimizer, scheduler=scheduler, state=state,
-                        hf_config=hf_config, tokenizer=tokenizer, with_hf=with_hf)
 
     @staticmethod
     def _trace_episode(trace: Trace, episode: Episode) -> None:

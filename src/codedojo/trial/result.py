@@ -45,13 +45,20 @@ class EpisodeStatus(StrEnum):
 
     @property
     def is_infrastructure(self) -> bool:
+        """No valid reward: retried, then excluded from training and group statistics."""
         return self in _INFRASTRUCTURE
+
+    @property
+    def is_truncated(self) -> bool:
+        """The agent ran out of a budget (turns, context, wall clock): an agent outcome, its reward valid."""
+        return self in _TRUNCATED
 
 
 _INFRASTRUCTURE = frozenset({
     EpisodeStatus.SANDBOX_ERROR, EpisodeStatus.VERIFIER_ERROR, EpisodeStatus.ENGINE_ERROR,
     EpisodeStatus.TASK_ERROR, EpisodeStatus.INTERNAL_ERROR,
 })
+_TRUNCATED = frozenset({EpisodeStatus.STEP_LIMIT, EpisodeStatus.CONTEXT_LIMIT, EpisodeStatus.EPISODE_TIMEOUT})
 
 FailureKind = Literal["infrastructure", "agent", "task"]
 
