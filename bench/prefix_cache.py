@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +31,8 @@ from typing import Any
 
 
 def mini_prompts() -> tuple[str, str]:
+    # mini-swe-agent prints a banner to stdout on import unless told not to: it would corrupt the JSON output
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
     try:
         import yaml
         from minisweagent.config import builtin_config_dir

@@ -71,3 +71,16 @@ def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
 def test_write_report_without_episodes(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "kind": "train", "rollout/reward_mean": 0.5}) + "\n")
     assert "No metrics yet" not in write_report(tmp_path).read_text()
+
+
+def test_every_committed_result_file_is_valid_json() -> None:
+    """docs/results/*.json are what the docs cite: each must load (a bench once wrote a library's start-up banner
+    into one)."""
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    files = sorted(results.rglob("*.json"))
+    assert len(files) >= 10
+    for path in files:
+        try:
+            json.loads(path.read_text())
+        except ValueError as error:
+            raise AssertionError(f"{path.relative_to(results)} is not valid JSON: {error}") from error
