@@ -82,7 +82,7 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     for name, entry in summary["eval"].items():
         before, after = entry["before"], entry["after"]
-        line = (f"held-out {name}: pass@1 {num(before['pass@1'])} +- {num(before['stderr'])} (step {before['step']})"
+        line = (f"eval set {name}: pass@1 {num(before['pass@1'])} +- {num(before['stderr'])} (step {before['step']})"
                 f" -> {num(after['pass@1'])} +- {num(after['stderr'])} (step {after['step']})")
         if "gain" in entry:
             gain = entry["gain"]
