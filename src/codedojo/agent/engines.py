@@ -31,10 +31,14 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-async def open_engine(model: Any, *, device: str | None = None, **engine_options: Any) -> Engine:
-    """A local engine for a model spec or name; loading runs off the event loop."""
+async def open_engine(model: Any, *, device: str | None = None, dtype: Any = "float32",
+                      **engine_options: Any) -> Engine:
+    """A local engine for a model spec or name; loading runs off the event loop.
+
+    dtype: the engine's compute dtype, a torch dtype or "float32" (the exactness reference, the default),
+    "bfloat16", "float16" or "auto" (bf16 where the device has it natively; `inference.engine.engine_dtype`)."""
     from codedojo.inference.engine import LocalEngine
 
     engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=device or default_device(),
-                                             **engine_options)
+                                             dtype=dtype, **engine_options)
     return engine

@@ -9,6 +9,12 @@ positions that will be sampled go through the vocabulary projection.
 Weights are HF's, by HF's names; q|k|v and gate|up are fused into one matrix each so a layer costs four
 matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE, SDPA with the default
 1/sqrt(head_dim) scale); `tests/test_inference_transformer.py` checks parity against the HF forward.
+
+Precision: `dtype` is the compute dtype of the layers (their matrices, q/k/v, attention and the KV cache).
+fp32 is the exactness reference. In bf16 (or fp16) the engine computes what the trainer computes under
+bf16 autocast over fp32 weights (`codedojo.train.packed`): the residual stream, every RMSNorm, the
+embeddings and the vocabulary head stay fp32, the layers' matmuls, RoPE and attention run in bf16, so
+logits, logprobs and sampling are fp32 whatever the dtype.
 """
 
 from __future__ import annotations
@@ -156,13 +162,10 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # In fp32 like HF's LlamaRMSNorm, whatever the model dtype. For fp32 input torch's fused kernel does
-    # the same math in one pass (bit-identical here, 2.5x faster at decode sizes).
-    if x.dtype == torch.float32 and weight.dtype == torch.float32:
-        return F.rms_norm(x, weight.shape, weight, eps)
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+    """fp32 in, fp32 out (weight is fp32 whatever the compute dtype), as HF's LlamaRMSNorm computes an fp32
+    residual and as the trainer's bf16 path does. torch's fused kernel does the same math in one pass
+    (bit-identical here, 2.5x faster at decode sizes)."""
+    return F.rms_norm(x.float(), weight.shape, weight, eps)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -198,23 +201,27 @@ class Transformer:
         self.config = config
         self.device = torch.device(device)
         self.dtype = dtype
+        """The layers' compute dtype (matrices, attention, KV cache); norms, embeddings and head are fp32."""
         c = config
 
         def empty(*size: int) -> torch.Tensor:
             return torch.zeros(size, dtype=dtype, device=self.device)
 
+        def fp32(*size: int) -> torch.Tensor:
+            return torch.zeros(size, dtype=torch.float32, device=self.device)
+
         qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
-        self.embed = empty(c.vocab_size, c.hidden_size)
+        self.embed = fp32(c.vocab_size, c.hidden_size)
         self.layers = [
             _Layer(
-                input_norm=empty(c.hidden_size),
+                input_norm=fp32(c.hidden_size),
                 qkv=empty(qkv_rows, c.hidden_size),
                 qkv_bias=empty(qkv_rows) if c.attention_bias else None,
-                q_norm=empty(c.head_dim) if c.qk_norm else None,
-                k_norm=empty(c.head_dim) if c.qk_norm else None,
+                q_norm=fp32(c.head_dim) if c.qk_norm else None,
+                k_norm=fp32(c.head_dim) if c.qk_norm else None,
                 o=empty(c.hidden_size, c.num_heads * c.head_dim),
                 o_bias=empty(c.hidden_size) if c.attention_bias else None,
-                post_norm=empty(c.hidden_size),
+                post_norm=fp32(c.hidden_size),
                 gate_up=empty(2 * c.intermediate_size, c.hidden_size),
                 gate_up_bias=empty(2 * c.intermediate_size) if c.mlp_bias else None,
                 down=empty(c.hidden_size, c.intermediate_size),
@@ -222,8 +229,8 @@ class Transformer:
             )
             for _ in range(c.num_layers)
         ]
-        self.norm = empty(c.hidden_size)
-        self.lm_head = self.embed if c.tie_word_embeddings else empty(c.vocab_size, c.hidden_size)
+        self.norm = fp32(c.hidden_size)
+        self.lm_head = self.embed if c.tie_word_embeddings else fp32(c.vocab_size, c.hidden_size)
         # cos/sin tables [max_positions, head_dim], computed like HF's rotary module (fp32, then cast).
         freqs = torch.arange(c.max_positions, dtype=torch.float)[:, None] * inv_freq[None, :]
         angles = torch.cat((freqs, freqs), dim=-1)
@@ -233,6 +240,7 @@ class Transformer:
         self.signed_sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
         self._targets = self._name_targets()
         self._linear = pick_linear(self.device, dtype)
+        self._head_linear = pick_linear(self.device, torch.float32)
         # Kernel-layout copies of the matrices, rebuilt from the HF-layout ones (the source of truth,
         # which weight updates write into) at the first forward after each load.
         self._packed: list[_PackedLayer] | None = None
@@ -318,31 +326,31 @@ class Transformer:
         linear = self._linear
         n = step.token_ids.shape[0]
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        x = self.embed[step.token_ids]  # [n, hidden]
+        x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
         if self._packed is None:
             self._pack()
         assert self._packed is not None
         for index, (layer, packed) in enumerate(zip(self.layers, self._packed, strict=True)):
-            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps)
+            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(self.dtype)
             qkv = linear(h, packed.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q = _rms_norm(qkv[:, :q_size].view(n, c.num_heads, c.head_dim), layer.q_norm, c.rms_norm_eps)
                 k = _rms_norm(qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim),
                               layer.k_norm, c.rms_norm_eps)
-                q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+                q, k = _rotate(q.to(self.dtype), cos, sin), _rotate(k.to(self.dtype), cos, sin)
             else:  # q and k rotate in one pass: their heads sit side by side in qkv
                 qk = _rotate(qkv[:, : q_size + kv_size].view(n, c.num_heads + c.num_kv_heads, c.head_dim), cos, sin)
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
             x = x + linear(attn.view(n, q_size), packed.o, layer.o_bias)
-            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps)
+            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(self.dtype)
             gate, up = linear(h, packed.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
             x = x + linear(F.silu(gate) * up, packed.down, layer.down_bias)
         h = _rms_norm(x[step.sample_tokens], self.norm, c.rms_norm_eps)
-        return linear(h, self._packed_head, None).float()
+        return self._head_linear(h, self._packed_head, None)
 
     def _attention(
         self,
