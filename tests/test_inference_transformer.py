@@ -129,6 +129,25 @@ def test_partial_weight_update_changes_only_named_weights(models) -> None:
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
 
 
+def test_one_token_steps_run_on_the_plain_matrices_and_follow_weight_updates(models) -> None:
+    ours, hf = models
+    tokens = list(range(5, 40))
+
+    def decode_logits() -> torch.Tensor:  # a 34-token prefill (packed matrices), then a 1-token step (plain)
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        ours.forward(build_step([], prefills=[(0, 0, tokens[:-1])], sample_tokens=[0], device="cpu"), cache)
+        return ours.forward(build_step([(0, len(tokens) - 1, tokens[-1])], prefills=[], sample_tokens=[0],
+                                       device="cpu"), cache)[0]
+
+    torch.testing.assert_close(decode_logits(), reference_logits(hf, tokens)[-1], atol=1e-4, rtol=0)
+    name = "model.layers.1.mlp.down_proj.weight"
+    changed = copy.deepcopy(hf)
+    changed.load_state_dict({**hf.state_dict(), name: hf.state_dict()[name] * -1})
+    ours.load_state_dict({name: changed.state_dict()[name]}, strict=False)
+    torch.testing.assert_close(decode_logits(), reference_logits(changed, tokens)[-1], atol=1e-4, rtol=0)
+    ours.load_state_dict(hf.state_dict())  # restore for the other tests
+
+
 # bf16 engine vs the fp32 HF forward on the 3-layer tiny models: |logprob difference| over the whole
 # vocabulary at every position of the ragged prefill + decode step below. Measured 2026-12-01 (torch 2.13,
 # an AVX2 CPU that emulates bf16): worst 3.0e-3 (llama) and 4.9e-3 (qwen3), mean 4.5e-4 and 6.3e-4; after

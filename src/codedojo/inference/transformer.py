@@ -19,7 +19,7 @@ logits, logprobs and sampling are fp32 whatever the dtype.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +151,12 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 PACK_FOR_ROWS = 16
 
 
+# Steps of at most this many tokens (batch-1 decode) skip the packed copies: there MKL's matrix-vector
+# kernel on the plain HF-layout matrices (F.linear) beat oneDNN's packed matmul (bench/engine_steps.py,
+# `small_step/*`). Two rows and more already favour the packed layout.
+SMALL_STEP_TOKENS = 1
+
+
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """The weight in oneDNN's blocked layout for `_onednn_linear` on CPU fp32 (an opaque tensor, usable
     only as a linear's weight), else the weight itself. The same sums up to fp32 rounding (the parity
@@ -169,11 +175,9 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """HF's `x * cos + rotate_half(x) * sin` with rotate_half's negation folded into the sine table.
-    x [tokens, heads, head_dim]; cos, signed_sin [tokens, 1, head_dim]."""
-    half = x.shape[-1] // 2
-    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
-    return torch.addcmul(x * cos, swapped, signed_sin)
+    """HF's `x * cos + rotate_half(x) * sin` with rotate_half's negation folded into the sine table, and
+    the half swap as one roll. x [tokens, heads, head_dim]; cos, signed_sin [tokens, 1, head_dim]."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,16 +327,20 @@ class Transformer:
     def forward(self, step: StepBatch, cache: KVCache) -> torch.Tensor:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
-        linear = self._linear
         n = step.token_ids.shape[0]
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
-        if self._packed is None:
-            self._pack()
-        assert self._packed is not None
-        for index, (layer, packed) in enumerate(zip(self.layers, self._packed, strict=True)):
+        matrices: Sequence[_Layer | _PackedLayer]
+        if n <= SMALL_STEP_TOKENS:
+            matrices, linear, head, head_linear = self.layers, F.linear, self.lm_head, F.linear
+        else:
+            if self._packed is None:
+                self._pack()
+            assert self._packed is not None
+            matrices, linear, head, head_linear = self._packed, self._linear, self._packed_head, self._head_linear
+        for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
             h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(self.dtype)
             qkv = linear(h, packed.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
@@ -345,12 +353,12 @@ class Transformer:
                 qk = _rotate(qkv[:, : q_size + kv_size].view(n, c.num_heads + c.num_kv_heads, c.head_dim), cos, sin)
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
-            x = x + linear(attn.view(n, q_size), packed.o, layer.o_bias)
+            x.add_(linear(attn.reshape(n, q_size), packed.o, layer.o_bias))
             h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(self.dtype)
             gate, up = linear(h, packed.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, packed.down, layer.down_bias)
-        h = _rms_norm(x[step.sample_tokens], self.norm, c.rms_norm_eps)
-        return self._head_linear(h, self._packed_head, None)
+            x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, layer.down_bias))
+        h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+        return head_linear(h, head, None)
 
     def _attention(
         self,
@@ -363,16 +371,16 @@ class Transformer:
     ) -> torch.Tensor:
         """q [n, heads, head_dim], k/v [n, kv_heads, head_dim] -> [n, heads, head_dim]."""
         c = self.config
-        num_decode = step.num_decode
-        if num_decode:
-            positions = step.positions[:num_decode]
-            key_cache[step.decode_rows, :, positions] = k[:num_decode]
-            value_cache[step.decode_rows, :, positions] = v[:num_decode]
-        for chunk in step.prefills:
-            span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
-            end = chunk.past + chunk.num_tokens
-            key_cache[chunk.row, :, chunk.past : end] = k[span].transpose(0, 1)
-            value_cache[chunk.row, :, chunk.past : end] = v[span].transpose(0, 1)
+        key_cache[step.rows, :, step.positions] = k  # every token of the step, decode and prefill
+        value_cache[step.rows, :, step.positions] = v
+        if len(step.decode_runs) == 1 and not step.prefills:  # the output is the one call's, as it is
+            run = step.decode_runs[0]
+            rows = run.row_stop - run.row_start
+            grouped = q.view(rows, c.num_kv_heads, c.num_query_groups, c.head_dim)
+            keys = key_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
+            return o.reshape(rows, c.num_heads, c.head_dim)
         out = torch.empty_like(q)
         for run in step.decode_runs:
             rows = run.row_stop - run.row_start
