@@ -1,11 +1,13 @@
 """Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
 
-    .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5]
+    .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
   and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows), plus
   the resident memory the packed copies add;
+- small steps: a batch-1 decode step (one row at 400 positions) on the plain matrices through F.linear
+  (`transformer.SMALL_STEP_TOKENS`) vs on the packed ones;
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
   masked call over every row, for the 16 ragged rows;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
@@ -28,7 +30,7 @@ from typing import Any
 import psutil
 import torch
 
-from codedojo.inference import resolve_model
+from codedojo.inference import resolve_model, transformer
 from codedojo.inference import step_batch as sb
 from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.sampler import _inverse_cdf
@@ -52,6 +54,8 @@ def ab(sides: dict[str, Callable[[], float]], repeat: int) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.threads:
+        torch.set_num_threads(args.threads)
     loaded = resolve_model(args.model).load(device="cpu", dtype=torch.float32)
     model = loaded.engine_model()
     cfg = model.config
@@ -88,6 +92,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         return model.forward(step, cache)
 
     shapes = {
+        "decode_1_row_400": (decode_step([400]), 10),
         "decode_8_rows_1000": (decode_step([1000] * 8), 6),
         "decode_16_ragged_rows": (decode_step(ragged), 4),
         "prefill_1024_tokens": (prefill_step, 1),
@@ -96,11 +101,27 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                                "packed_weights/extra_rss_mib": packed_copy_mib}
     split_cost = sb.RUN_CALL_COST
     for name, (fn, calls) in shapes.items():
+        if name == "decode_1_row_400":
+            continue  # one-token steps take the plain matrices whatever `use` sets: see small_step below
+
         def side(weights: str, fn: Callable[[], object] = fn, calls: int = calls) -> Callable[[], float]:
             return lambda: (use(weights), fastest_ms(fn, calls))[1]
 
         results[f"packed_weights/{name}"] = ab({"ours": side("packed"), "baseline": side("plain")}, args.repeat)
     use("packed")
+    small = transformer.SMALL_STEP_TOKENS
+
+    def small_steps(tokens: int) -> Callable[[], float]:
+        def run() -> float:
+            transformer.SMALL_STEP_TOKENS = tokens
+            try:
+                return fastest_ms(*shapes["decode_1_row_400"])
+            finally:
+                transformer.SMALL_STEP_TOKENS = small
+        return run
+
+    results["small_step/decode_1_row_400"] = ab({"ours": small_steps(small), "baseline": small_steps(0)},
+                                                args.repeat)
 
     def with_cost(cost: int) -> Callable[[], float]:
         def run() -> float:
@@ -156,4 +177,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     print(json.dumps(main(parser.parse_args()), indent=2))

@@ -127,3 +127,98 @@ def test_partial_weight_update_changes_only_named_weights(models) -> None:
     torch.testing.assert_close(after_update, reference_logits(changed, tokens)[-1], atol=1e-4, rtol=0)
     assert not torch.allclose(after_update, before_update, atol=1e-3)
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
+
+
+def test_one_token_steps_run_on_the_plain_matrices_and_follow_weight_updates(models) -> None:
+    ours, hf = models
+    tokens = list(range(5, 40))
+
+    def decode_logits() -> torch.Tensor:  # a 34-token prefill (packed matrices), then a 1-token step (plain)
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        ours.forward(build_step([], prefills=[(0, 0, tokens[:-1])], sample_tokens=[0], device="cpu"), cache)
+        return ours.forward(build_step([(0, len(tokens) - 1, tokens[-1])], prefills=[], sample_tokens=[0],
+                                       device="cpu"), cache)[0]
+
+    torch.testing.assert_close(decode_logits(), reference_logits(hf, tokens)[-1], atol=1e-4, rtol=0)
+    name = "model.layers.1.mlp.down_proj.weight"
+    changed = copy.deepcopy(hf)
+    changed.load_state_dict({**hf.state_dict(), name: hf.state_dict()[name] * -1})
+    ours.load_state_dict({name: changed.state_dict()[name]}, strict=False)
+    torch.testing.assert_close(decode_logits(), reference_logits(changed, tokens)[-1], atol=1e-4, rtol=0)
+    ours.load_state_dict(hf.state_dict())  # restore for the other tests
+
+
+# bf16 engine vs the fp32 HF forward on the 3-layer tiny models: |logprob difference| over the whole
+# vocabulary at every position of the ragged prefill + decode step below. Measured 2026-12-01 (torch 2.13,
+# an AVX2 CPU that emulates bf16): worst 3.0e-3 (llama) and 4.9e-3 (qwen3), mean 4.5e-4 and 6.3e-4; after
+# the weight update below 2.3e-3 and 2.7e-3. The bounds leave 2-3x for other kernels' summation orders.
+TINY_BF16_LOGPROB_MAX = 1e-2
+TINY_BF16_LOGPROB_MEAN = 2e-3
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def bf16_models(request: pytest.FixtureRequest):
+    loaded = TinyModel(architecture=request.param, num_layers=3, max_positions=512).load()
+    return loaded.engine_model(dtype=torch.bfloat16), loaded.hf_model()
+
+
+def test_bf16_engine_keeps_norms_embeddings_head_and_logits_in_fp32(bf16_models) -> None:
+    ours, _ = bf16_models
+    layer = ours.layers[0]
+    assert {layer.qkv.dtype, layer.o.dtype, layer.gate_up.dtype, layer.down.dtype} == {torch.bfloat16}
+    assert {layer.input_norm.dtype, layer.post_norm.dtype, ours.norm.dtype, ours.embed.dtype,
+            ours.lm_head.dtype} == {torch.float32}
+    assert ours.kv_shape.dtype == torch.bfloat16
+    cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+    step = build_step([], prefills=[(0, 0, list(range(5, 30)))], sample_tokens=[24], device="cpu",
+                      dtype=ours.dtype)
+    assert ours.forward(step, cache).dtype == torch.float32
+
+
+def test_bf16_engine_logprobs_stay_within_the_stated_bound_of_the_fp32_forward(bf16_models) -> None:
+    ours, hf = bf16_models
+    g = torch.Generator().manual_seed(2)
+    seqs = [torch.randint(5, 261, (n,), generator=g).tolist() for n in (40, 90, 25)]
+    cache = KVCache(ours.kv_shape, rows=3, capacity=128)
+    prefill = build_step([], prefills=[(r, 0, s) for r, s in enumerate(seqs)],
+                         sample_tokens=list(range(sum(len(s) for s in seqs))), device="cpu", dtype=ours.dtype)
+    logits = ours.forward(prefill, cache)
+    new = [7, 8, 9]
+    decode = build_step([(r, len(s), t) for r, (s, t) in enumerate(zip(seqs, new, strict=True))], prefills=[],
+                        sample_tokens=[0, 1, 2], device="cpu", dtype=ours.dtype)
+    decoded = ours.forward(decode, cache)
+    gaps, start = [], 0
+    for row, seq in enumerate(seqs):
+        reference = torch.log_softmax(reference_logits(hf, [*seq, new[row]]), dim=-1)
+        got = torch.log_softmax(torch.cat((logits[start : start + len(seq)], decoded[row : row + 1])), dim=-1)
+        start += len(seq)
+        gaps.append((got - reference).abs().flatten())
+    gap = torch.cat(gaps)
+    assert 0 < gap.max().item() <= TINY_BF16_LOGPROB_MAX, gap.max().item()
+    assert gap.mean().item() <= TINY_BF16_LOGPROB_MEAN, gap.mean().item()
+
+
+def test_weight_updates_refresh_the_bf16_fused_matrices(bf16_models) -> None:
+    ours, hf = bf16_models
+    tokens = list(range(5, 40))
+
+    def last_logprobs() -> torch.Tensor:
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        step = build_step([], prefills=[(0, 0, tokens)], sample_tokens=[len(tokens) - 1], device="cpu",
+                          dtype=ours.dtype)
+        return torch.log_softmax(ours.forward(step, cache)[0], dim=-1)
+
+    before_update = last_logprobs()
+    state = hf.state_dict()
+    update = {name: state[name] * 2 for name in ("model.layers.1.mlp.up_proj.weight",
+                                                  "model.layers.0.self_attn.v_proj.weight")}
+    ours.load_state_dict(update, strict=False)
+    inter = ours.config.intermediate_size
+    assert torch.equal(ours.layers[1].gate_up[inter:], update["model.layers.1.mlp.up_proj.weight"].bfloat16())
+    changed = copy.deepcopy(hf)
+    changed.load_state_dict({**state, **update})
+    after_update = last_logprobs()
+    reference = torch.log_softmax(reference_logits(changed, tokens)[-1], dim=-1)
+    assert (after_update - reference).abs().max().item() <= TINY_BF16_LOGPROB_MAX
+    assert (after_update - before_update).abs().max().item() > 10 * TINY_BF16_LOGPROB_MAX
+    ours.load_state_dict(state)  # restore for the other tests

@@ -25,11 +25,15 @@ def profile_for(model: Any) -> str:
     return "standard"
 
 
-async def open_engine(model: Any, *, device: str | None = None, **engine_options: Any) -> Engine:
-    """A local engine for a model spec or name; loading runs off the event loop."""
+async def open_engine(model: Any, *, device: str | None = None, dtype: Any = "float32",
+                      **engine_options: Any) -> Engine:
+    """A local engine for a model spec or name; loading runs off the event loop.
+
+    dtype: the engine's compute dtype, a torch dtype or "float32" (the exactness reference, the default),
+    "bfloat16", "float16" or "auto" (bf16 where the device has it natively; `inference.engine.engine_dtype`)."""
     from codedojo.inference.engine import LocalEngine
     from codedojo.precision import default_device
 
     engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=device or default_device(),
-                                             **engine_options)
+                                             dtype=dtype, **engine_options)
     return engine

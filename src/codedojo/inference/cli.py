@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from codedojo.inference.specs import ModelSpec
 
-DTYPES = ("float32", "bfloat16", "float16")
+from codedojo.inference.protocol import ENGINE_DTYPES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=30000, help="port (default: 30000; 0 = any free port)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    p.add_argument("--dtype", default="float32", choices=DTYPES, help="weights and KV dtype (default: float32)")
+    p.add_argument("--dtype", default="float32", choices=ENGINE_DTYPES,
+                   help="compute dtype of the layers and the KV cache; norms, embeddings, head and sampling stay "
+                   "fp32; auto = bfloat16 where the device has native bf16 (default: float32, the exact one)")
     p.add_argument("--kv-budget-tokens", type=int, default=None,
                    help="KV cache budget in tokens (default: a quarter of memory, at most 8 GiB)")
     p.add_argument("--max-running", type=int, default=64, help="most requests in the running batch (default: 64)")
@@ -44,8 +46,6 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    import torch
-
     from codedojo.inference.engine import LocalEngine
     from codedojo.inference.errors import InferenceError
     from codedojo.inference.server import serve
@@ -58,7 +58,7 @@ def _serve(args: argparse.Namespace) -> int:
         engine = LocalEngine.from_spec(
             spec,
             device=args.device,
-            dtype=getattr(torch, args.dtype),
+            dtype=args.dtype,
             kv_budget_tokens=args.kv_budget_tokens,
             max_running=args.max_running,
             max_step_tokens=args.max_step_tokens,

@@ -37,7 +37,7 @@ from codedojo.inference.errors import (
     InferenceError,
     InvalidRequestError,
 )
-from codedojo.inference.protocol import Completion, SamplingParams, eos_token_ids
+from codedojo.inference.protocol import ENGINE_DTYPES, Completion, SamplingParams, eos_token_ids
 from codedojo.inference.sampler import RowSampling
 from codedojo.inference.scheduler import Request, Scheduler
 from codedojo.inference.stopping import StopStrings
@@ -96,6 +96,21 @@ class _Close:
     pass
 
 
+def engine_dtype(setting: torch.dtype | str, device: str | torch.device) -> torch.dtype:
+    """The engine's compute dtype for a setting: a torch dtype, one of ENGINE_DTYPES, where "auto" is bf16
+    exactly where `device` computes it natively (`codedojo.precision.native_bf16`) and fp32 elsewhere."""
+    if isinstance(setting, torch.dtype):
+        return setting
+    if setting not in ENGINE_DTYPES:
+        raise ValueError(f"engine dtype must be one of {list(ENGINE_DTYPES)}, got {setting!r}")
+    if setting == "auto":
+        from codedojo.precision import compute_dtype
+
+        return compute_dtype(None, device)
+    dtype: torch.dtype = getattr(torch, setting)
+    return dtype
+
+
 def default_kv_budget_tokens(model: Transformer) -> int:
     if model.device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(model.device)
@@ -149,14 +164,18 @@ class LocalEngine:
         spec: Any,
         *,
         device: str | torch.device = "cpu",
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | str = torch.float32,
         **engine_options: Any,
     ) -> LocalEngine:
-        """Load a model spec (or a name `resolve_model` knows) and wrap it in an engine."""
+        """Load a model spec (or a name `resolve_model` knows) and wrap it in an engine.
+
+        dtype: the compute dtype (see `engine_dtype`: a torch dtype, its name, or "auto"). The weights are
+        read in fp32 and the layers' matrices cast once, so norms, embeddings and head keep their values."""
         from codedojo.inference.specs import resolve_model
 
-        loaded = resolve_model(spec).load(device=device, dtype=dtype)
-        return cls(loaded.engine_model(), loaded.tokenizer, **engine_options)
+        loaded = resolve_model(spec).load(device=device, dtype=torch.float32)
+        model = loaded.engine_model(dtype=engine_dtype(dtype, device))
+        return cls(model, loaded.tokenizer, **engine_options)
 
     # ----- the Engine protocol --------------------------------------------------------------------
 

@@ -23,6 +23,9 @@ from codedojo.inference.errors import InvalidRequestError
 
 FinishReason = Literal["stop", "length", "abort"]
 MAX_TOP_LOGPROBS = 20
+ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
+"""Compute dtypes a local engine takes by name (`engine.engine_dtype`, `codedojo serve --dtype`); "auto" is
+bf16 where the device computes it natively, fp32 elsewhere."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,8 +36,11 @@ class LoadedModel:
     folder: Path | None = None
     """The HF folder the weights came from, if any."""
 
-    def engine_model(self) -> Any:
-        """The engine's `Transformer` with these weights (a copy; the state dict can be dropped)."""
+    def engine_model(self, *, dtype: torch.dtype | None = None) -> Any:
+        """The engine's `Transformer` with these weights (a copy; the state dict can be dropped).
+
+        dtype: the layers' compute dtype (default: the state dict's). Norms, embeddings and the head stay
+        fp32, so load in fp32 and pass dtype=torch.bfloat16 to keep their values exact."""
         from codedojo.inference.transformer import Transformer, TransformerConfig, rope_frequencies
 
         tensor = next(iter(self.state_dict.values()))
@@ -47,7 +50,7 @@ class LoadedModel:
             inv_freq=inv_freq,
             attention_scaling=scaling,
             device=tensor.device,
-            dtype=tensor.dtype,
+            dtype=dtype or tensor.dtype,
         )
         model.load_state_dict(self.state_dict)
         return model

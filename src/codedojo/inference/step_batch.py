@@ -45,16 +45,16 @@ class StepBatch:
     """[num_tokens] int64."""
     positions: torch.Tensor
     """[num_tokens] int64 position of each token in its sequence."""
-    decode_rows: torch.Tensor
-    """[num_decode] int64 row of each decode token (the first num_decode tokens)."""
+    rows: torch.Tensor
+    """[num_tokens] int64 KV row of each token: one indexed write per layer stores every token's K/V."""
+    num_decode: int
+    """The first num_decode tokens are decode tokens, one per decoding row."""
     decode_runs: tuple[DecodeRun, ...]
     prefills: tuple[PrefillChunk, ...]
     sample_tokens: torch.Tensor
     """[num_samples] int64 indices of the tokens whose next-token logits are wanted."""
-
-    @property
-    def num_decode(self) -> int:
-        return int(self.decode_rows.shape[0])
+    samples_every_token: bool
+    """sample_tokens is 0..num_tokens-1 (a decode-only step): the head needs no gather."""
 
 
 # What one more attention call per layer costs, in KV positions read per row. Picked with a one-off
@@ -122,6 +122,7 @@ def build_step(
     """
     tokens = [token for _, _, token in decode]
     positions = [position for _, position, _ in decode]
+    rows = [row for row, _, _ in decode]
     runs = []
     on_cpu = torch.device(device).type == "cpu"
     for start, stop in _split_runs(decode, None if on_cpu else float("inf")):
@@ -157,11 +158,14 @@ def build_step(
         )
         tokens.extend(chunk)
         positions.extend(range(past, past + n))
+        rows.extend([row] * n)
     return StepBatch(
         token_ids=torch.tensor(tokens, dtype=torch.int64, device=device),
         positions=torch.tensor(positions, dtype=torch.int64, device=device),
-        decode_rows=torch.tensor([row for row, _, _ in decode], dtype=torch.int64, device=device),
+        rows=torch.tensor(rows, dtype=torch.int64, device=device),
+        num_decode=len(decode),
         decode_runs=tuple(runs),
         prefills=tuple(chunks),
         sample_tokens=torch.tensor(sample_tokens, dtype=torch.int64, device=device),
+        samples_every_token=list(sample_tokens) == list(range(len(tokens))),
     )

@@ -9,11 +9,17 @@ positions that will be sampled go through the vocabulary projection.
 Weights are HF's, by HF's names; q|k|v and gate|up are fused into one matrix each so a layer costs four
 matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE, SDPA with the default
 1/sqrt(head_dim) scale); `tests/test_inference_transformer.py` checks parity against the HF forward.
+
+Precision: `dtype` is the compute dtype of the layers (their matrices, q/k/v, attention and the KV cache).
+fp32 is the exactness reference. In bf16 (or fp16) the engine computes what the trainer computes under
+bf16 autocast over fp32 weights (`codedojo.train.packed`): the residual stream, every RMSNorm, the
+embeddings and the vocabulary head stay fp32, the layers' matmuls, RoPE and attention run in bf16, so
+logits, logprobs and sampling are fp32 whatever the dtype.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +151,12 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 PACK_FOR_ROWS = 16
 
 
+# Steps of at most this many tokens (batch-1 decode) skip the packed copies: there MKL's matrix-vector
+# kernel on the plain HF-layout matrices (F.linear) beat oneDNN's packed matmul (bench/engine_steps.py,
+# `small_step/*`). Two rows and more already favour the packed layout.
+SMALL_STEP_TOKENS = 1
+
+
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """The weight in oneDNN's blocked layout for `_onednn_linear` on CPU fp32 (an opaque tensor, usable
     only as a linear's weight), else the weight itself. The same sums up to fp32 rounding (the parity
@@ -156,21 +168,16 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # In fp32 like HF's LlamaRMSNorm, whatever the model dtype. For fp32 input torch's fused kernel does
-    # the same math in one pass (bit-identical here, 2.5x faster at decode sizes).
-    if x.dtype == torch.float32 and weight.dtype == torch.float32:
-        return F.rms_norm(x, weight.shape, weight, eps)
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+    """fp32 in, fp32 out (weight is fp32 whatever the compute dtype), as HF's LlamaRMSNorm computes an fp32
+    residual and as the trainer's bf16 path does. torch's fused kernel does the same math in one pass
+    (bit-identical here, 2.5x faster at decode sizes)."""
+    return F.rms_norm(x.float(), weight.shape, weight, eps)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """HF's `x * cos + rotate_half(x) * sin` with rotate_half's negation folded into the sine table.
-    x [tokens, heads, head_dim]; cos, signed_sin [tokens, 1, head_dim]."""
-    half = x.shape[-1] // 2
-    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
-    return torch.addcmul(x * cos, swapped, signed_sin)
+    """HF's `x * cos + rotate_half(x) * sin` with rotate_half's negation folded into the sine table, and
+    the half swap as one roll. x [tokens, heads, head_dim]; cos, signed_sin [tokens, 1, head_dim]."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,23 +205,27 @@ class Transformer:
         self.config = config
         self.device = torch.device(device)
         self.dtype = dtype
+        """The layers' compute dtype (matrices, attention, KV cache); norms, embeddings and head are fp32."""
         c = config
 
         def empty(*size: int) -> torch.Tensor:
             return torch.zeros(size, dtype=dtype, device=self.device)
 
+        def fp32(*size: int) -> torch.Tensor:
+            return torch.zeros(size, dtype=torch.float32, device=self.device)
+
         qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
-        self.embed = empty(c.vocab_size, c.hidden_size)
+        self.embed = fp32(c.vocab_size, c.hidden_size)
         self.layers = [
             _Layer(
-                input_norm=empty(c.hidden_size),
+                input_norm=fp32(c.hidden_size),
                 qkv=empty(qkv_rows, c.hidden_size),
                 qkv_bias=empty(qkv_rows) if c.attention_bias else None,
-                q_norm=empty(c.head_dim) if c.qk_norm else None,
-                k_norm=empty(c.head_dim) if c.qk_norm else None,
+                q_norm=fp32(c.head_dim) if c.qk_norm else None,
+                k_norm=fp32(c.head_dim) if c.qk_norm else None,
                 o=empty(c.hidden_size, c.num_heads * c.head_dim),
                 o_bias=empty(c.hidden_size) if c.attention_bias else None,
-                post_norm=empty(c.hidden_size),
+                post_norm=fp32(c.hidden_size),
                 gate_up=empty(2 * c.intermediate_size, c.hidden_size),
                 gate_up_bias=empty(2 * c.intermediate_size) if c.mlp_bias else None,
                 down=empty(c.hidden_size, c.intermediate_size),
@@ -222,8 +233,8 @@ class Transformer:
             )
             for _ in range(c.num_layers)
         ]
-        self.norm = empty(c.hidden_size)
-        self.lm_head = self.embed if c.tie_word_embeddings else empty(c.vocab_size, c.hidden_size)
+        self.norm = fp32(c.hidden_size)
+        self.lm_head = self.embed if c.tie_word_embeddings else fp32(c.vocab_size, c.hidden_size)
         # cos/sin tables [max_positions, head_dim], computed like HF's rotary module (fp32, then cast).
         freqs = torch.arange(c.max_positions, dtype=torch.float)[:, None] * inv_freq[None, :]
         angles = torch.cat((freqs, freqs), dim=-1)
@@ -233,6 +244,7 @@ class Transformer:
         self.signed_sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
         self._targets = self._name_targets()
         self._linear = pick_linear(self.device, dtype)
+        self._head_linear = pick_linear(self.device, torch.float32)
         # Kernel-layout copies of the matrices, rebuilt from the HF-layout ones (the source of truth,
         # which weight updates write into) at the first forward after each load.
         self._packed: list[_PackedLayer] | None = None
@@ -315,34 +327,42 @@ class Transformer:
     def forward(self, step: StepBatch, cache: KVCache) -> torch.Tensor:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
-        linear = self._linear
         n = step.token_ids.shape[0]
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        x = self.embed[step.token_ids]  # [n, hidden]
+        x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
-        if self._packed is None:
-            self._pack()
-        assert self._packed is not None
-        for index, (layer, packed) in enumerate(zip(self.layers, self._packed, strict=True)):
-            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps)
+        # the matrices of one layer: its own (_Layer) or the packed copies (_PackedLayer); both name them alike
+        matrices: Sequence[Any]
+        linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+        head_linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+        if n <= SMALL_STEP_TOKENS:
+            matrices, linear, head, head_linear = self.layers, F.linear, self.lm_head, F.linear
+        else:
+            if self._packed is None:
+                self._pack()
+            assert self._packed is not None
+            matrices, linear, head, head_linear = self._packed, self._linear, self._packed_head, self._head_linear
+        packed: Any
+        for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
+            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(self.dtype)
             qkv = linear(h, packed.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q = _rms_norm(qkv[:, :q_size].view(n, c.num_heads, c.head_dim), layer.q_norm, c.rms_norm_eps)
                 k = _rms_norm(qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim),
                               layer.k_norm, c.rms_norm_eps)
-                q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+                q, k = _rotate(q.to(self.dtype), cos, sin), _rotate(k.to(self.dtype), cos, sin)
             else:  # q and k rotate in one pass: their heads sit side by side in qkv
                 qk = _rotate(qkv[:, : q_size + kv_size].view(n, c.num_heads + c.num_kv_heads, c.head_dim), cos, sin)
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
-            x = x + linear(attn.view(n, q_size), packed.o, layer.o_bias)
-            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps)
+            x.add_(linear(attn.reshape(n, q_size), packed.o, layer.o_bias))
+            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(self.dtype)
             gate, up = linear(h, packed.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, packed.down, layer.down_bias)
-        h = _rms_norm(x[step.sample_tokens], self.norm, c.rms_norm_eps)
-        return linear(h, self._packed_head, None).float()
+            x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, layer.down_bias))
+        h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+        return head_linear(h, head, None)
 
     def _attention(
         self,
@@ -355,16 +375,16 @@ class Transformer:
     ) -> torch.Tensor:
         """q [n, heads, head_dim], k/v [n, kv_heads, head_dim] -> [n, heads, head_dim]."""
         c = self.config
-        num_decode = step.num_decode
-        if num_decode:
-            positions = step.positions[:num_decode]
-            key_cache[step.decode_rows, :, positions] = k[:num_decode]
-            value_cache[step.decode_rows, :, positions] = v[:num_decode]
-        for chunk in step.prefills:
-            span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
-            end = chunk.past + chunk.num_tokens
-            key_cache[chunk.row, :, chunk.past : end] = k[span].transpose(0, 1)
-            value_cache[chunk.row, :, chunk.past : end] = v[span].transpose(0, 1)
+        key_cache[step.rows, :, step.positions] = k  # every token of the step, decode and prefill
+        value_cache[step.rows, :, step.positions] = v
+        if len(step.decode_runs) == 1 and not step.prefills:  # the output is the one call's, as it is
+            run = step.decode_runs[0]
+            rows = run.row_stop - run.row_start
+            grouped = q.view(rows, c.num_kv_heads, c.num_query_groups, c.head_dim)
+            keys = key_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
+            o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
+            return o.reshape(rows, c.num_heads, c.head_dim)
         out = torch.empty_like(q)
         for run in step.decode_runs:
             rows = run.row_stop - run.row_start
