@@ -22,6 +22,7 @@ from codedojo.train.optim import build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 from codedojo.train.step import update
+from codedojo.train.trainer import update_config_for
 
 # Sampled tokens of two turns per session (`two_turns`), bf16 engine vs the fp32 full forward, default
 # 2-layer tiny models. Measured 2026-12-01 (torch 2.13, an AVX2 CPU emulating bf16): at temperature 0.7
@@ -75,11 +76,12 @@ def mismatch_of(loaded: LoadedModel, dtype: torch.dtype) -> dict[str, float]:
         samples.append(TrainSample(token_ids=prompt + tokens, loss_mask=[0] * masked + [1] * len(tokens),
                                    rollout_logprobs=[0.0] * masked + logprobs, advantage=1.0 if index % 2 else -1.0,
                                    reward=float(index % 2), group=index))
-    recipe = Recipe(lr=1e-4, global_batch_size=len(samples), max_tokens_per_gpu=1024, log_probs_chunk_size=64)
+    config = update_config_for(Recipe(lr=1e-4, global_batch_size=len(samples), max_tokens_per_gpu=1024,
+                                      log_probs_chunk_size=64, num_rollout=1))
     policy = Policy(loaded.hf_model(), compute_dtype=torch.float32)
-    optimizer = build_optimizer(policy.trainable_parameters(), recipe)
-    scheduler = build_scheduler(optimizer, recipe, total_steps=1)
-    return update(policy, optimizer, scheduler, samples, recipe, rng=random.Random(0))
+    optimizer = build_optimizer(policy.trainable_parameters(), config.optimizer)
+    scheduler = build_scheduler(optimizer, config.optimizer)
+    return update(policy, optimizer, scheduler, samples, config, rng=random.Random(0))
 
 
 def test_the_mismatch_metric_reports_the_bf16_gap_and_stays_near_zero_in_fp32(loaded: LoadedModel) -> None:
