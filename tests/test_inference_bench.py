@@ -14,11 +14,14 @@ def test_engine_bench_runs_all_workloads_on_a_tiny_model() -> None:
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    args = argparse.Namespace(model="tiny-llama", device="cpu", dtype="float32", workloads="abc", scale=0.1,
-                              repeat=1, threads=0)
+    args = argparse.Namespace(model="tiny-llama", device="cpu", dtype="float32", workloads="abcd", scale=0.1,
+                              repeat=1, threads=0, peer=None, peer_dtypes="f32,bf16")
     results = asyncio.run(bench.main(args))
     for name in "abc":
         workload = results[name]
         assert workload["ours"]["generated"] == workload["hf"]["generated"] > 0
         assert workload["ratio"] > 0
     assert results["b"]["ours"]["prompt_tokens_computed"] < results["b"]["hf"]["prompt_tokens_computed"]
+    batch1 = results["d"]
+    assert batch1["shape"] == {"prompt": 40, "new_tokens": 13}
+    assert batch1["ours"]["decode_tok_s"] > 0 and batch1["hf"]["prefill_tok_s"] > 0
