@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codedojo.inference.engine import deliver_to
+from codedojo.rl.packing import common_prefix_length
+
 MIN_SHARED = 16
 """A prefix shorter than this is not worth copying from another sequence."""
 KV_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
@@ -128,10 +131,7 @@ class LlamaCppPeer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[int]] = loop.create_future()
 
-        def done(outcome: list[int] | BaseException) -> None:
-            loop.call_soon_threadsafe(_settle, future, outcome)
-
-        self._inbox.put(_Request(list(history), new_tokens, session, done))
+        self._inbox.put(_Request(list(history), new_tokens, session, deliver_to(loop, future)))
         return await future
 
     async def end_session(self, session: str, *, drop: bool = False) -> None:
@@ -139,7 +139,8 @@ class LlamaCppPeer:
         start from it)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._inbox.put(("end", session, drop, lambda: loop.call_soon_threadsafe(_settle, future, None)))
+        deliver = deliver_to(loop, future)
+        self._inbox.put(("end", session, drop, lambda: deliver(None)))
         await future
 
     def close(self) -> None:
@@ -198,8 +199,8 @@ class LlamaCppPeer:
     def _prefilling_shares(self, request: _Request) -> bool:
         """Whether a sequence still prefilling its prompt will hold a longer prefix of this request's
         history than any sequence holds now."""
-        held = max(_common(s.cached, request.history) for s in self.slots)
-        return any(not other.generated and _common(other.history, request.history) >= held + MIN_SHARED
+        held = max(common_prefix_length((s.cached, request.history)) for s in self.slots)
+        return any(not other.generated and common_prefix_length((other.history, request.history)) >= held + MIN_SHARED
                    for other in self._running)
 
     def _slot_for(self, session: str) -> _Slot | None:
@@ -217,9 +218,9 @@ class LlamaCppPeer:
     def _place(self, request: _Request, slot: _Slot) -> None:
         """Bind request to slot, keeping the longest cached prefix (its own, else copied from another)."""
         history = request.history
-        keep = _common(slot.cached, history)
-        donor = max(self.slots, key=lambda s: _common(s.cached, history))
-        shared = _common(donor.cached, history)
+        keep = common_prefix_length((slot.cached, history))
+        donor = max(self.slots, key=lambda s: common_prefix_length((s.cached, history)))
+        shared = common_prefix_length((donor.cached, history))
         if donor is not slot and shared >= keep + MIN_SHARED:
             self._seq_rm(slot.seq_id, 0, -1)
             self._seq_cp(donor.seq_id, slot.seq_id, 0, shared)
@@ -296,18 +297,3 @@ def _memory_ops(lib: Any, ctx: Any) -> tuple[Callable[[int, int, int], Any], Cal
     return (lambda s, p0, p1: rm(ctx, s, p0, p1), lambda a, b, p0, p1: cp(ctx, a, b, p0, p1))
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
-    if future.done():
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)

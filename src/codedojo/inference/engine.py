@@ -194,7 +194,7 @@ class LocalEngine:
         prompt = self.validate_request(prompt_ids, params, session_id=session_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
-        request = self._request(prompt, params, session_id, _deliver_to(loop, future), rid=rid)
+        request = self._request(prompt, params, session_id, deliver_to(loop, future), rid=rid)
         self._post(request)
         try:
             return await future
@@ -264,14 +264,14 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._post(_Control(kind, _deliver_to(loop, future), **fields))
+        self._post(_Control(kind, deliver_to(loop, future), **fields))
         return await future
 
     async def end_session(self, session_id: str) -> None:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._post(_EndSession(session_id, _deliver_to(loop, future)))
+        self._post(_EndSession(session_id, deliver_to(loop, future)))
         await future
 
     async def update_weights(
@@ -286,7 +286,7 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
-        self._post(_UpdateWeights(state, strict, abort_running, _deliver_to(loop, future)))
+        self._post(_UpdateWeights(state, strict, abort_running, deliver_to(loop, future)))
         return await future
 
     async def load_weights_from_disk(self, path: str | Path, *, abort_running: bool = False) -> int:
@@ -301,7 +301,7 @@ class LocalEngine:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._post(_Call(fn, _deliver_to(loop, future)))
+        self._post(_Call(fn, deliver_to(loop, future)))
         return await future
 
     async def stats(self) -> dict[str, Any]:
@@ -480,7 +480,7 @@ class LocalEngine:
                 return commands
 
 
-def _deliver_to(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Callable[[Any], None]:
+def deliver_to(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Callable[[Any], None]:
     """A thread-safe callback that settles `future` with a value or an exception."""
 
     def settle(outcome: Any) -> None:
