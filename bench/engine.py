@@ -456,7 +456,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.workloads:
         results[name] = await workloads[name](engine, hf, vocab, args.scale, args.repeat, peers=peers)
         results[name]["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
-        print(json.dumps({name: results[name]}), flush=True)
+        print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)  # progress; stdout is one JSON
     results["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
     stats = await engine.stats()
     results["engine_counters"] = {k: v for k, v in stats.items() if k != "parked_sessions"}

@@ -272,12 +272,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     rs_dir = work / "rs"
-    if not (rs_dir / "final" / "config.json").is_file():
+    if not any((rs_dir / "final" / name).is_file() for name in ("config.json", "NOTHING_SOLVED")):
         tasks, per_task = rs_tasks(train, plan["rs_episodes"])
         sampled = run_eval(sft_model, tasks, args=args, n=per_task, temperature=args.rollout_temperature,
                            seed=seeds["rs_sampling"], out=work / "rs_sampling.json", console=console)
         solved = load_trajectories([work / "rs_sampling"], min_reward=1.0)
-        console.print(f"rejection sampling: {len(solved)} solved of {tasks and len(tasks) * per_task} episodes")
+        console.print(f"rejection sampling: {len(solved)} solved of {len(tasks) * per_task} episodes")
         if solved:
             run_sft(model=sft_model, trajectories=solved, device=args.device, out_dir=rs_dir,
                     config=SFTConfig(epochs=args.rs_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,

@@ -63,8 +63,9 @@ class SFTConfig:
     """Matmuls in bf16 over fp32 master weights; None: where the device computes bf16 natively."""
     share_prefix: bool = False
     """Lay out the token prefix a micro-batch's trajectories share once (exact). Off by default: on an AVX2
-    machine without native bf16 it measured 0.62x (54.3 vs 87.1 tokens/s, 4 real demonstrations, budget
-    2048; 0.91x at 4096), since the suffix attention's explicit masks cost more than the prefix saves."""
+    machine without native bf16 it was slower than the plain layout in a hand-run trial (4 real
+    demonstrations), since the suffix attention's explicit masks cost more than the prefix saves; not yet
+    measured by a committed bench."""
 
     def optimizer(self, *, total_steps: int) -> OptimizerConfig:
         """AdamW and the schedule (the RL trainer's implementation): decay to 0 over the whole run."""
