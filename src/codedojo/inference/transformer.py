@@ -151,10 +151,13 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 PACK_FOR_ROWS = 16
 
 
-# Steps of at most this many tokens (batch-1 decode) skip the packed copies: there MKL's matrix-vector
-# kernel on the plain HF-layout matrices (F.linear) beat oneDNN's packed matmul (bench/engine_steps.py,
-# `small_step/*`). Two rows and more already favour the packed layout.
+# With one torch thread, steps of at most this many tokens (batch-1 decode) skip the packed copies: MKL's
+# matrix-vector kernel on the plain HF-layout matrices (F.linear) then beats oneDNN's packed matmul
+# (SmolLM2 step at 400 positions, idle machine: 107 vs 117 ms). That kernel runs on one thread whatever
+# torch is given, so with more threads oneDNN wins (2 threads: 89 vs 106 ms), as it does from two rows on.
+# bench/engine_steps.py `small_step/*` times it.
 SMALL_STEP_TOKENS = 1
+SMALL_STEP_MAX_THREADS = 1
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -333,7 +336,7 @@ class Transformer:
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
         matrices: Sequence[_Layer | _PackedLayer]
-        if n <= SMALL_STEP_TOKENS:
+        if n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS:
             matrices, linear, head, head_linear = self.layers, F.linear, self.lm_head, F.linear
         else:
             if self._packed is None:
