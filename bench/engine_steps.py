@@ -66,7 +66,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     packed_copy_mib = (process.memory_info().rss - rss_before) >> 20
     packed = model._packed
     assert packed is not None
-    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down)
+    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down, qkv_bias=layer.qkv_bias,
+                     o_bias=layer.o_bias, gate_up_bias=layer.gate_up_bias, down_bias=layer.down_bias)
              for p, layer in zip(packed, model.layers, strict=True)]
     heads = {"packed": model._packed_head, "plain": model.lm_head}
 
