@@ -7,7 +7,8 @@
   and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows), plus
   the resident memory the packed copies add;
 - small steps: a batch-1 decode step (one row at 400 positions) on the plain matrices through F.linear
-  (`transformer.SMALL_STEP_TOKENS`) vs on the packed ones;
+  vs on the packed ones; "ours" is the one the engine picks at this thread count
+  (`transformer.SMALL_STEP_TOKENS`, `SMALL_STEP_MAX_THREADS`);
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
   masked call over every row, for the 16 ragged rows;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
@@ -65,7 +66,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     packed_copy_mib = (process.memory_info().rss - rss_before) >> 20
     packed = model._packed
     assert packed is not None
-    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down)
+    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down, qkv_bias=layer.qkv_bias,
+                     o_bias=layer.o_bias, gate_up_bias=layer.gate_up_bias, down_bias=layer.down_bias)
              for p, layer in zip(packed, model.layers, strict=True)]
     heads = {"packed": model._packed_head, "plain": model.lm_head}
 
@@ -109,19 +111,21 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
         results[f"packed_weights/{name}"] = ab({"ours": side("packed"), "baseline": side("plain")}, args.repeat)
     use("packed")
-    small = transformer.SMALL_STEP_TOKENS
+    limits = transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS
 
-    def small_steps(tokens: int) -> Callable[[], float]:
+    def one_row(plain: bool) -> Callable[[], float]:
         def run() -> float:
-            transformer.SMALL_STEP_TOKENS = tokens
+            transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = (1, 1 << 10) if plain else (0, 0)
             try:
                 return fastest_ms(*shapes["decode_1_row_400"])
             finally:
-                transformer.SMALL_STEP_TOKENS = small
+                transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = limits
         return run
 
-    results["small_step/decode_1_row_400"] = ab({"ours": small_steps(small), "baseline": small_steps(0)},
-                                                args.repeat)
+    engine_plain = torch.get_num_threads() <= limits[1] and limits[0] >= 1
+    results["small_step/decode_1_row_400"] = {
+        **ab({"ours": one_row(engine_plain), "baseline": one_row(not engine_plain)}, args.repeat),
+        "ours_is": "plain" if engine_plain else "packed"}
 
     def with_cost(cost: int) -> Callable[[], float]:
         def run() -> float:

@@ -10,6 +10,8 @@ import torch
 from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.specs import TinyModel
 from codedojo.inference.step_batch import RUN_CALL_COST, _split_runs, build_step
+from codedojo.inference.transformer import Transformer, TransformerConfig, rope_frequencies
+from codedojo.precision import native_bf16
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
@@ -156,10 +158,18 @@ TINY_BF16_LOGPROB_MAX = 1e-2
 TINY_BF16_LOGPROB_MEAN = 2e-3
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen3"])
+@pytest.fixture(scope="module", params=[("llama", False), ("qwen3", False), ("llama", True), ("qwen3", True)],
+                ids=["llama-bf16", "qwen3-bf16", "llama-wide-fp32", "qwen3-wide-fp32"])
 def bf16_models(request: pytest.FixtureRequest):
-    loaded = TinyModel(architecture=request.param, num_layers=3, max_positions=512).load()
-    return loaded.engine_model(dtype=torch.bfloat16), loaded.hf_model()
+    """bf16 engines both ways: every matmul in bf16 (CUDA, CPUs with native bf16), and steps wider than
+    EMULATED_BF16_MAX_TOKENS on fp32 copies of the bf16 matrices (the default where bf16 is emulated)."""
+    architecture, wide = request.param
+    loaded = TinyModel(architecture=architecture, num_layers=3, max_positions=512).load()
+    inv_freq, scaling = rope_frequencies(loaded.hf_config)
+    model = Transformer(TransformerConfig.from_hf(loaded.hf_config), inv_freq=inv_freq, attention_scaling=scaling,
+                        dtype=torch.bfloat16, wide_steps_fp32=wide)
+    model.load_state_dict(loaded.state_dict)
+    return model, loaded.hf_model()
 
 
 def test_bf16_engine_keeps_norms_embeddings_head_and_logits_in_fp32(bf16_models) -> None:
@@ -173,6 +183,18 @@ def test_bf16_engine_keeps_norms_embeddings_head_and_logits_in_fp32(bf16_models)
     step = build_step([], prefills=[(0, 0, list(range(5, 30)))], sample_tokens=[24], device="cpu",
                       dtype=ours.dtype)
     assert ours.forward(step, cache).dtype == torch.float32
+    assert ours._packed is not None
+    wide = ours._packed[0]
+    assert wide.qkv.dtype == (torch.float32 if ours.wide_steps_fp32 else torch.bfloat16)
+    if ours.wide_steps_fp32:  # the fp32 copies hold the bf16-rounded values
+        torch.testing.assert_close(wide.down.to_dense() if wide.down.is_mkldnn else wide.down,
+                                   layer.down.float(), atol=0, rtol=0)
+
+
+def test_engine_model_widens_exactly_where_bf16_is_emulated() -> None:
+    loaded = TinyModel().load()
+    assert loaded.engine_model(dtype=torch.bfloat16).wide_steps_fp32 == (not native_bf16("cpu"))
+    assert not loaded.engine_model().wide_steps_fp32
 
 
 def test_bf16_engine_logprobs_stay_within_the_stated_bound_of_the_fp32_forward(bf16_models) -> None:

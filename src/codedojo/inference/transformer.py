@@ -151,10 +151,20 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 PACK_FOR_ROWS = 16
 
 
-# Steps of at most this many tokens (batch-1 decode) skip the packed copies: there MKL's matrix-vector
-# kernel on the plain HF-layout matrices (F.linear) beat oneDNN's packed matmul (bench/engine_steps.py,
-# `small_step/*`). Two rows and more already favour the packed layout.
+# With one torch thread, steps of at most this many tokens (batch-1 decode) skip the packed copies: MKL's
+# matrix-vector kernel on the plain HF-layout matrices (F.linear) then beats oneDNN's packed matmul
+# (SmolLM2 step at 400 positions, idle machine: 107 vs 117 ms). That kernel runs on one thread whatever
+# torch is given, so with more threads oneDNN wins (2 threads: 89 vs 106 ms), as it does from two rows on.
+# bench/engine_steps.py `small_step/*` times it.
 SMALL_STEP_TOKENS = 1
+SMALL_STEP_MAX_THREADS = 1
+
+# On a CPU that emulates bf16 (no AVX-512 BF16 or AMX: `codedojo.precision.native_bf16`), a bf16 engine
+# multiplies in bf16 only in steps of at most this many tokens, where reading half the bytes wins; wider
+# steps (prefill, bigger decode batches) multiply fp32 copies of the same bf16-rounded matrices on oneDNN.
+# SmolLM2 decode steps at 400 positions, 2 threads, AVX2 (ms, bf16 vs fp32): 1 row 59 vs 94, 4 rows 104
+# vs 114, 8 rows 173 vs 132; a 512-token prefill 7.0 s vs 1.2-1.7 s.
+EMULATED_BF16_MAX_TOKENS = 4
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -182,12 +192,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> tor
 
 @dataclass(frozen=True, kw_only=True)
 class _PackedLayer:
-    """A layer's matrices as the linear kernel wants them (see `pack_weight`)."""
+    """A layer's matrices as the linear kernel wants them (see `pack_weight`), with biases in their dtype."""
 
     qkv: torch.Tensor
     o: torch.Tensor
     gate_up: torch.Tensor
     down: torch.Tensor
+    qkv_bias: torch.Tensor | None = None
+    o_bias: torch.Tensor | None = None
+    gate_up_bias: torch.Tensor | None = None
+    down_bias: torch.Tensor | None = None
 
 
 class Transformer:
@@ -201,7 +215,10 @@ class Transformer:
         attention_scaling: float,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
+        wide_steps_fp32: bool | None = None,
     ) -> None:
+        """wide_steps_fp32: steps of more than EMULATED_BF16_MAX_TOKENS tokens multiply fp32 copies of the
+        (bf16-rounded) matrices; None: exactly when dtype is not fp32 on a CPU without native bf16."""
         self.config = config
         self.device = torch.device(device)
         self.dtype = dtype
@@ -243,7 +260,14 @@ class Transformer:
         half = c.head_dim // 2
         self.signed_sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
         self._targets = self._name_targets()
-        self._linear = pick_linear(self.device, dtype)
+        if wide_steps_fp32 is None:
+            from codedojo.precision import native_bf16
+
+            wide_steps_fp32 = dtype != torch.float32 and self.device.type == "cpu" and not native_bf16(self.device)
+        self.wide_steps_fp32 = wide_steps_fp32
+        self._wide_dtype = torch.float32 if wide_steps_fp32 else dtype
+        """The dtype the packed copies (and so every step past the narrow ones) multiply in."""
+        self._linear = pick_linear(self.device, self._wide_dtype)
         self._head_linear = pick_linear(self.device, torch.float32)
         # Kernel-layout copies of the matrices, rebuilt from the HF-layout ones (the source of truth,
         # which weight updates write into) at the first forward after each load.
@@ -251,13 +275,22 @@ class Transformer:
         self._packed_head = self.lm_head
 
     def _pack(self) -> None:
+        wide = self._wide_dtype
+
+        def bias(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(wide)
+
         self._packed_head = pack_weight(self.lm_head)
         self._packed = [
             _PackedLayer(
-                qkv=pack_weight(layer.qkv),
-                o=pack_weight(layer.o),
-                gate_up=pack_weight(layer.gate_up),
-                down=pack_weight(layer.down),
+                qkv=pack_weight(layer.qkv.to(wide)),
+                o=pack_weight(layer.o.to(wide)),
+                gate_up=pack_weight(layer.gate_up.to(wide)),
+                down=pack_weight(layer.down.to(wide)),
+                qkv_bias=bias(layer.qkv_bias),
+                o_bias=bias(layer.o_bias),
+                gate_up_bias=bias(layer.gate_up_bias),
+                down_bias=bias(layer.down_bias),
             )
             for layer in self.layers
         ]
@@ -332,21 +365,23 @@ class Transformer:
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
-        # the matrices of one layer: its own (_Layer) or the packed copies (_PackedLayer); both name them alike
-        matrices: Sequence[Any]
+        one_thread_small = n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS
+        if not one_thread_small and self._packed is None:
+            self._pack()
+        matrices: Sequence[_Layer | _PackedLayer]  # the layers' own matrices or the packed copies, named alike
         linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
         head_linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
-        if n <= SMALL_STEP_TOKENS:
-            matrices, linear, head, head_linear = self.layers, F.linear, self.lm_head, F.linear
+        if one_thread_small or (self.wide_steps_fp32 and n <= EMULATED_BF16_MAX_TOKENS):
+            matrices, linear, mm_dtype = self.layers, F.linear, self.dtype  # the plain matrices (see above)
         else:
-            if self._packed is None:
-                self._pack()
             assert self._packed is not None
-            matrices, linear, head, head_linear = self._packed, self._linear, self._packed_head, self._head_linear
+            matrices, linear, mm_dtype = self._packed, self._linear, self._wide_dtype
+        head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
         packed: Any
         for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
-            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(self.dtype)
-            qkv = linear(h, packed.qkv, layer.qkv_bias)  # [n, q_size + 2 * kv_size]
+            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
+            # [n, q_size + 2 * kv_size], in the compute dtype whatever the matmul's (RoPE, KV, attention)
+            qkv = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype)
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q = _rms_norm(qkv[:, :q_size].view(n, c.num_heads, c.head_dim), layer.q_norm, c.rms_norm_eps)
@@ -357,10 +392,10 @@ class Transformer:
                 qk = _rotate(qkv[:, : q_size + kv_size].view(n, c.num_heads + c.num_kv_heads, c.head_dim), cos, sin)
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
-            x.add_(linear(attn.reshape(n, q_size), packed.o, layer.o_bias))
-            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(self.dtype)
-            gate, up = linear(h, packed.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, layer.down_bias))
+            x.add_(linear(attn.reshape(n, q_size).to(mm_dtype), packed.o, packed.o_bias))
+            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
+            gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)
+            x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, packed.down_bias))
         h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
         return head_linear(h, head, None)
 
