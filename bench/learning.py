@@ -87,7 +87,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sft-lr", type=float, default=1.5e-4)
     parser.add_argument("--sft-batch", type=int, default=4)
     parser.add_argument("--grpo-steps", type=int, default=12)
-    parser.add_argument("--grpo-lr", type=float, default=5e-6)
+    parser.add_argument("--grpo-lr", type=float, default=SmolLM2_Recipe().lr, help="the main job's recipe value")
+    parser.add_argument("--global-batch-size", type=int, default=8,
+                        help="samples per optimizer step: 8 of a step's 16 episodes gives two updates per rollout")
     parser.add_argument("--rollout-batch-size", type=int, default=4)
     parser.add_argument("--n-samples", type=int, default=4)
     parser.add_argument("--rollout-temperature", type=float, default=SmolLM2_Recipe().rollout_temperature)
@@ -262,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (grpo_dir / "final" / "config.json").is_file():
         recipe = SmolLM2_Recipe(
             num_rollout=args.grpo_steps, rollout_batch_size=args.rollout_batch_size,
-            n_samples_per_prompt=args.n_samples, lr=args.grpo_lr, rollout_max_response_len=args.max_new_tokens,
+            n_samples_per_prompt=args.n_samples, lr=args.grpo_lr, global_batch_size=args.global_batch_size,
+            rollout_max_response_len=args.max_new_tokens,
             rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
             max_open_sandboxes=args.concurrency, seed=seeds["grpo"], save="checkpoints",
             save_interval=args.grpo_steps, extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
