@@ -115,3 +115,25 @@ def test_sglang_flavor_reads_meta_info_and_tolerates_a_missing_session_route() -
     assert out.weight_version == 0 and out.finish_reason == "stop"
     assert seen["body"]["return_logprob"] is True and seen["body"]["input_ids"] == [1, 3]
     assert seen["routing"] == "ep-2"
+
+
+def test_flush_cache_reads_sglangs_plain_text_answers_and_skips_vllm() -> None:
+    answers = iter([web.Response(text="Cache flushed.\n"),
+                    web.Response(status=400, text="Cache not flushed: requests are running or waiting.\n")])
+    calls: list[str] = []
+
+    async def flush(request: web.Request) -> web.Response:
+        calls.append(request.method)
+        return next(answers)
+
+    async def run() -> tuple[bool, bool, bool]:
+        runner, url = await fake_server({"/flush_cache": flush})
+        sglang, vllm = HTTPEngine(url, tokenizer=None), HTTPEngine(url, tokenizer=None, flavor="vllm")
+        outcome = (await sglang.flush_cache(), await sglang.flush_cache(), await vllm.flush_cache())
+        await sglang.close()
+        await vllm.close()
+        await runner.cleanup()
+        return outcome
+
+    assert asyncio.run(run()) == (True, False, False)
+    assert calls == ["POST", "POST"]  # vLLM was never asked

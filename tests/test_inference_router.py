@@ -21,6 +21,7 @@ class Recorder:
         self.ended: list[str] = []
         self.version = 0
         self.loaded: list[object] = []
+        self.flushed = 0
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *, session_id: str | None = None):
         self.seen.append(session_id)
@@ -34,6 +35,10 @@ class Recorder:
         self.loaded.append(state)
         self.version += 1
         return self.version
+
+    async def flush_cache(self) -> bool:
+        self.flushed += 1
+        return True
 
     async def close(self) -> None:
         pass
@@ -100,3 +105,9 @@ def test_weights_reach_every_engine_and_the_scripted_policy_ignores_them() -> No
     assert asyncio.run(ScriptedPolicy(None, ["hi"]).update_weights(state)) == 0
     with pytest.raises(NotImplementedError, match="update_weights_from_disk"):
         asyncio.run(HTTPEngine("http://127.0.0.1:9", tokenizer=None).update_weights(state))
+
+
+def test_a_flush_reaches_every_engine() -> None:
+    engines = [Recorder(f"e{i}") for i in range(3)]
+    assert asyncio.run(SessionRouter(engines, names=[e.name for e in engines]).flush_cache()) is True
+    assert [e.flushed for e in engines] == [1, 1, 1]

@@ -93,6 +93,9 @@ class ThrottledEngine:
     async def update_weights(self, state: Mapping[str, Any]) -> int:
         return await self.engine.update_weights(state)
 
+    async def flush_cache(self) -> bool:
+        return await self.engine.flush_cache()
+
     async def close(self) -> None:
         await self.engine.close()
 

@@ -50,5 +50,9 @@ class ScriptedPolicy:
         """A script has no weights: nothing to load, and the version stays 0."""
         return 0
 
+    async def flush_cache(self) -> bool:
+        """A script caches no KV: nothing to drop."""
+        return True
+
     async def close(self) -> None:
         self._turn.clear()

@@ -97,6 +97,17 @@ class HTTPEngine:
         raise NotImplementedError("an HTTP engine's server loads weights from disk: write them as an HF folder "
                                   "(train.checkpoint.save_hf_folder) and call update_weights_from_disk(folder)")
 
+    async def flush_cache(self) -> bool:
+        """POST /flush_cache (SGLang's route, and codedojo serve's): False while the server has requests in
+        flight (it answers 400 then). vLLM frees its prefix cache's blocks by itself: False, nothing asked."""
+        if self.flavor == "vllm":
+            return False
+        try:
+            await self._request("POST", "/flush_cache", None, reply="text")
+        except InvalidRequestError:
+            return False
+        return True
+
     async def close(self) -> None:
         self._closed = True
         if self._http is not None:
@@ -163,7 +174,8 @@ class HTTPEngine:
         return await self._request("POST", path, body, headers=headers)
 
     async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None, *, headers: dict[str, str] | None = None
+        self, method: str, path: str, body: dict[str, Any] | None, *, headers: dict[str, str] | None = None,
+        reply: Literal["json", "text"] = "json",
     ) -> Any:
         if self._closed:
             raise EngineClosedError(f"{self!r} is closed")
@@ -174,7 +186,7 @@ class HTTPEngine:
             async with self._http.request(method, url, json=body, headers=headers) as response:
                 if response.status >= 400:
                     raise await _http_error(response, url)
-                return await response.json(content_type=None)
+                return await (response.text() if reply == "text" else response.json(content_type=None))
         except TimeoutError as error:
             raise EngineTimeoutError(
                 f"{url} did not answer within {self.timeout.total:.0f} s (server overloaded, hung or dead?)"

@@ -127,6 +127,12 @@ class Engine(Protocol):
         (`HTTPEngine`) refuses, naming the call that does."""
         ...
 
+    async def flush_cache(self) -> bool:
+        """Drop the KV the engine keeps between requests (sessions' parked KV, the prefix cache) to free its
+        memory, e.g. once a rollout is done and before the weights change; True when it was dropped, False when
+        the engine declined (requests still running, or a cache it does not own)."""
+        ...
+
     async def close(self) -> None:
         """Release the engine; pending requests fail with `EngineClosedError`."""
         ...

@@ -56,6 +56,10 @@ class SessionRouter:
         """Every engine gets the weights; returns the lowest of their new versions."""
         return min([await engine.update_weights(state) for engine in self.engines])
 
+    async def flush_cache(self) -> bool:
+        """Every engine drops its cache; True only if all of them did."""
+        return all([await engine.flush_cache() for engine in self.engines])
+
     async def close(self) -> None:
         for engine in self.engines:
             await engine.close()

@@ -60,6 +60,10 @@ class SessionEngine:
     async def update_weights(self, state: Mapping[str, Any]) -> int:
         raise NotImplementedError("slime pushes the weights to its SGLang engines itself")
 
+    async def flush_cache(self) -> bool:
+        """The SGLang servers' caches are slime's to manage (it flushes them around weight updates)."""
+        return False
+
     async def close(self) -> None:
         """The client is shared by every episode of this event loop; `close_clients` closes it."""
 

@@ -31,6 +31,7 @@ from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_e
 from codedojo.config.recipe import Recipe
 from codedojo.inference.protocol import Engine, SamplingParams
 from codedojo.inference.specs import LoadedModel, resolve_model
+from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
@@ -219,6 +220,7 @@ class LocalTrainer:
         started = time.monotonic()
         with run.trace.span("rollout", step=step):
             episodes, rollout_seconds = await self._rollout(run, step)
+            await _free_memory(run.engine)  # the rollout's KV is stale once the weights change
         for e in episodes:
             self._trace_episode(run.trace, e)
         self._write_episodes(step, episodes)
@@ -228,6 +230,8 @@ class LocalTrainer:
         with run.trace.span("train", step=step):
             row.update(await asyncio.to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
                                                self.update_config, rng=state.shuffle_rng))
+        return_freed_memory()
+        row["perf/rss_gib"], row["perf/peak_rss_gib"] = rss_gib(), peak_rss_gib()
         with run.trace.span("weight_sync", step=step):
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
@@ -291,6 +295,7 @@ class LocalTrainer:
             results: dict[str, Any] = {}
             for eval_set in self.eval_sets:
                 results.update(await self._evaluate_set(run, eval_set, step=step))
+            await _free_memory(run.engine)
         run.metrics.write(step, "eval", results)
 
     async def _evaluate_set(self, run: _Run, eval_set: EvalSet, *, step: int) -> dict[str, Any]:
@@ -387,3 +392,10 @@ class LocalTrainer:
             f"loss {m.get('train/loss', 0.0):+.4f} clip {m.get('train/clip_frac', 0.0):.3f} "
             f"mismatch {m.get('train/train_rollout_logprob_abs_diff', 0.0):.2e} "
             f"({m['perf/rollout_seconds']:.0f}s rollout, {m.get('perf/train_seconds', 0.0):.0f}s train)")
+
+
+async def _free_memory(engine: Engine) -> None:
+    """Between phases: the engine drops its cached KV and malloc hands freed pages back (codedojo.memory),
+    so a run's footprint stays that of its largest phase instead of growing step by step."""
+    await engine.flush_cache()
+    return_freed_memory()
