@@ -54,6 +54,7 @@ from codedojo.agent.rollout import RolloutConfig
 from codedojo.config import AgentTaskDataset, ExtraConfig, SmolLM2_Recipe, TrainConfig
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import HFFolder, resolve_model
+from codedojo.memory import peak_rss_gib, return_freed_memory
 from codedojo.tasks.task import Task, discover_tasks
 from codedojo.train.default import builtin_suite, split_by_repository, write_dataset
 from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
@@ -213,10 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     work, out = args.work, args.out
     held = tuple(r for r in args.held_out.split(",") if r)
     times: dict[str, float] = json.loads((work / "times.json").read_text()) if (work / "times.json").is_file() else {}
+    peaks: dict[str, float] = (json.loads((work / "peak_rss_gib.json").read_text())
+                               if (work / "peak_rss_gib.json").is_file() else {})
 
     def stage(name: str, started: float) -> None:
         times.setdefault(name, round(time.monotonic() - started, 1))
+        peaks.setdefault(name, round(peak_rss_gib(), 2))  # the process's peak so far
         (work / "times.json").write_text(json.dumps(times, indent=2))
+        (work / "peak_rss_gib.json").write_text(json.dumps(peaks, indent=2))
+        return_freed_memory()  # the stage's freed tensors go back before the next stage allocates its own
 
     t0 = time.monotonic()
     if args.tasks is not None:
@@ -321,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         "sft_minus_base": difference(results["base"], results["sft"]),
         "hypothesis_holds": gain["exceeds_2_stderr"],
         "rs_solved_episodes": len(load_trajectories([work / "rs_sampling"], min_reward=1.0)),
-        "reward_curve": curve, "stage_seconds": times, "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "reward_curve": curve, "stage_seconds": times, "stage_peak_rss_gib": peaks,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     if transfer_results:
         summary["transfer"] = {**{name: figures(r) for name, r in transfer_results.items()},
