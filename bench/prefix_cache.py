@@ -6,8 +6,9 @@ episode starts from mini-swe-agent's `mini` prompts (system + instance template,
 installed; a stand-in of the same size otherwise), and each turn appends the reply (re-rendered from its
 text, as every OpenAI client does) and a shell-output observation of about `--observation-chars`
 characters. Reported per mode: wall time, prompt and cached tokens, and per turn (smallest across
-episodes) the share of the prompt that came from cache (turn 1 has little to reuse) and the share of
-what a cache could hold, the previous turn's prompt and reply, that was reused. The first share is
+episodes) the share of the prompt that came from cache (turn 1 has little to reuse), the share of
+what a cache could hold, the previous turn's prompt and reply, that was reused, and the share a perfect
+cache would give (that context over the turn's prompt). The first share is
 bounded by the size of each turn's new messages: with 600-character observations a later turn's new
 tokens are ~15-20% of its prompt, so even a perfect cache stays under 90% there. Prints one JSON object.
 
@@ -95,6 +96,8 @@ async def workload(url: str, args: argparse.Namespace) -> dict[str, Any]:
     # What any prefix cache could reuse at turn t: the previous turn's prompt and reply (the new messages
     # cannot come from cache). This share says how much of that was reused.
     reused = [min(run[t][1] / (run[t - 1][0] + run[t - 1][2]) for run in runs) for t in range(1, args.turns)]
+    # The most a perfect cache could give at turn t: that context as a share of the turn's prompt.
+    bound = [min(min(1.0, (run[t - 1][0] + run[t - 1][2]) / run[t][0]) for run in runs) for t in range(1, args.turns)]
     return {
         "seconds": round(seconds, 2),
         "prompt_tokens": sum(u[0] for run in runs for u in run),
@@ -102,6 +105,7 @@ async def workload(url: str, args: argparse.Namespace) -> dict[str, Any]:
         "min_cached_share_per_turn": [round(s, 4) for s in shares],
         "min_cached_share_after_turn_1": round(min(shares[1:]), 4) if len(shares) > 1 else None,
         "min_share_of_previous_context_reused_per_turn": [round(r, 4) for r in reused],
+        "perfect_cache_share_per_turn": [round(b, 4) for b in bound],
     }
 
 

@@ -100,3 +100,39 @@ def test_the_training_script_renders_the_cluster_recipe(tmp_path: Path, monkeypa
     assert "source " not in run.summary["command"] and "--load " in run.summary["command"]
     with pytest.raises(SystemExit, match="missing"):
         tutorial_main.main(["--train-subset", "train-300"])
+
+
+def test_the_warm_step_fine_tunes_on_the_training_pool_and_main_trains_that_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedojo.inference.specs import HFFolder
+    from codedojo.train import default
+
+    folder = tmp_path / "harbor-tasks"
+    for repo, names in TASKS.items():
+        for name in names:
+            make_answer_task(folder, name, repository=repo)
+    root = tmp_path / "data" / "harbor"
+    sizes = tutorial_dataset.Sizes(tier=None, limit=None, train_sizes=(4,), eval_sizes=(2,), probe_subset="train-4",
+                                   n=N, smoke=True)
+    tutorial_dataset.prepare(root, source="folder", folder=folder, sizes=sizes, workers=4)
+    seen: dict[str, Any] = {}
+
+    def fake_warm_start(*, model: str, tasks: list[Any], sft_config: Any, budget: Any, device: str,
+                        console: Any) -> Path:  # the real one records demonstrations and runs SFT (minutes)
+        seen.update(model=model, tasks=sorted(t.name for t in tasks), budget=budget, sft=sft_config)
+        return tmp_path / "sft" / "final"
+
+    monkeypatch.setattr(default, "warm_start", fake_warm_start)
+    assert tutorial_dataset.warm_model(root) is None
+    model = tutorial_dataset.warm(root, sizes=sizes, model="smollm2-135m-instruct")
+    train_pool = [json.loads(line)["label"] for line in (root / "train-full.jsonl").read_text().splitlines()]
+    assert seen["tasks"] == sorted(train_pool) and len(train_pool) == 6  # train-full: never the eval repository
+    assert (seen["budget"].max_steps, seen["budget"].max_new_tokens) == (6, 96)  # the local recipe's budget
+    assert (seen["sft"].epochs, seen["sft"].lr) == (default.SFT_EPOCHS, default.SFT_LR)
+    assert tutorial_dataset.warm_model(root) == model == tmp_path / "sft" / "final"
+    chosen = tutorial_main.model_for("local", root)
+    assert isinstance(chosen, HFFolder) and chosen.path == str(model)
+    assert not isinstance(tutorial_main.model_for("local", tmp_path), HFFolder)  # no warm step: the base model
+    assert tutorial_main.make_recipe(smoke=True, backend="slime").extra_config.agentic_max_steps == 3
+    assert tutorial_dataset.main(["warm", "--source", "folder", "--folder", str(folder),
+                                  "--data-dir", str(tmp_path / "data")]) == 2  # no expert for other sources

@@ -5,11 +5,14 @@ Run from the repository root:
     python -m tutorials.coding_agent.dataset --smoke        # minutes on a 2-core CPU
     python -m tutorials.coding_agent.dataset                # prepare, probe train-300, mixed subset
     python -m tutorials.coding_agent.dataset prepare        # ingest, validate, split and sample only
+    python -m tutorials.coding_agent.dataset warm           # bundled tasks: demonstrations + SFT on train-full
     python -m tutorials.coding_agent.dataset probe          # n episodes per task of the probe subset
     python -m tutorials.coding_agent.dataset mixed          # keep its tasks with 0 < successes < n
 
 By default the tasks are codedojo's bundled suite, checked in local sandboxes and probed with
-SmolLM2-135M-Instruct. `--source swe-rebench` converts SWE-rebench V2 rows instead (their tasks run on
+SmolLM2-135M-Instruct after the embedded default's warm start (the scripted expert's demonstrations on the
+training pool, then supervised fine-tuning: the base model solves next to nothing, docs/training.md), on the
+guided tier in --smoke. `--source swe-rebench` converts SWE-rebench V2 rows instead (their tasks run on
 prebuilt images: use `--sandbox docker` or `--sandbox modal`), and `--source folder --folder DIR` takes any
 folder of Harbor tasks. Every stage resumes where it stopped when rerun; docs/dataset.md lists the files.
 """
@@ -56,7 +59,7 @@ class Sizes:
 
 FULL = Sizes(tier=None, limit=None, train_sizes=TRAIN_SPLIT_SIZES, eval_sizes=EVAL_SPLIT_SIZES,
              probe_subset=PROBE_SUBSET, n=PROBE_SAMPLES, smoke=False)
-SMOKE = Sizes(tier="warmup", limit=24, train_sizes=(4, 8), eval_sizes=(4,), probe_subset="train-8", n=4, smoke=True)
+SMOKE = Sizes(tier="guided", limit=24, train_sizes=(4, 8), eval_sizes=(4,), probe_subset="train-8", n=4, smoke=True)
 
 
 def prepare(root: Path, *, source: str, sizes: Sizes, rows: str = HF_DATASET, folder: Path | None = None,
@@ -96,6 +99,44 @@ def prepare(root: Path, *, source: str, sizes: Sizes, rows: str = HF_DATASET, fo
                 continue
             counts[f"{prefix}-{size}"] = len(sample_dataset(pool, size=size, seed=seed).rows)
     return counts
+
+
+WARM_START = "warm-start.json"
+"""Written by the warm step beside the subsets: the fine-tuned model the probe and main.py start from."""
+
+
+def warm(root: Path, *, sizes: Sizes, model: str, device: str | None = None) -> Path:
+    """The embedded default's warm start on this root's training pool (train-full, which the split keeps
+    repository-disjoint from eval): the scripted expert's demonstrations under the local recipe's budget, then
+    SFT with the embedded default's settings, cached (codedojo.train.default.warm_start). Records the model in
+    <root>/warm-start.json and returns its folder. Only bundled tasks have an expert."""
+    import json
+
+    from rich.console import Console
+
+    from codedojo.agent.budget import recipe_budget
+    from codedojo.agent.engines import profile_for
+    from codedojo.config import AgentTaskDataset
+    from codedojo.precision import default_device
+    from codedojo.tasks.task import Task
+    from codedojo.train.default import SFT_BATCH, SFT_EPOCHS, SFT_LR, warm_start
+    from codedojo.train.sft import SFTConfig
+
+    tasks = [Task.load(path) for path in AgentTaskDataset(root / "train-full.jsonl").task_paths()]
+    budget = recipe_budget(probe_recipe(smoke=sizes.smoke), profile=profile_for(model))
+    folder = warm_start(model=model, tasks=tasks, sft_config=SFTConfig(epochs=SFT_EPOCHS, lr=SFT_LR,
+                        batch_sequences=SFT_BATCH), budget=budget, device=device or default_device(),
+                        console=Console(stderr=True))
+    (root / WARM_START).write_text(json.dumps({"model": str(folder), "base": model, "tasks": len(tasks)}, indent=2))
+    return folder
+
+
+def warm_model(root: Path) -> Path | None:
+    """The warm step's model for this root, if it ran."""
+    import json
+
+    path = root / WARM_START
+    return Path(json.loads(path.read_text())["model"]) if path.is_file() else None
 
 
 def probe_recipe(*, smoke: bool) -> Any:
@@ -148,9 +189,10 @@ def mixed(root: Path, *, sizes: Sizes, model_name: str, from_dump: Path | None =
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", nargs="?", choices=("all", "prepare", "probe", "mixed"), default="all")
+    parser.add_argument("step", nargs="?", choices=("all", "prepare", "warm", "probe", "mixed"),
+                        default="all")
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("CODEDOJO_SMOKE") == "1",
-                        help="sizes for a 2-core CPU: 24 warm-up tasks, train-4 and train-8, probe train-8 with n=4 "
+                        help="sizes for a 2-core CPU: 24 guided tasks, train-4 and train-8, probe train-8 with n=4 "
                         "(also CODEDOJO_SMOKE=1)")
     parser.add_argument("--source", choices=tuple(DATASET_ROOTS), default="builtin", help="where tasks come from")
     parser.add_argument("--rows", default=HF_DATASET, help="--source swe-rebench: a parquet/JSON/JSONL file or dataset")
@@ -163,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", choices=("local", "docker", "modal"), default="local", help="sandbox backend")
     parser.add_argument("--workers", type=int, default=2, help="tasks generated and checked at once")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the probe's model")
+    parser.add_argument("--no-warm-start", action="store_true",
+                        help="probe (and train) the model as it is, without the warm step's fine-tuning")
     parser.add_argument("--from-dump", type=Path, help="mixed: count an eval dump instead of the probe's episodes")
     args = parser.parse_args(argv)
 
@@ -181,10 +225,19 @@ def main(argv: list[str] | None = None) -> int:
                              min_grade=None if args.min_grade.lower() == "none" else args.min_grade,
                              validate=not args.no_validate, sandbox=args.sandbox, workers=args.workers)
             print("\n".join(f"{subset}: {count}" for subset, count in counts.items()))
+        if args.step == "warm" or (args.step == "all" and args.source == "builtin" and not args.no_warm_start):
+            if args.source != "builtin":
+                raise ValueError("the warm step needs bundled tasks (--source builtin): only they have an expert")
+            print(f"warm start: {warm(root, sizes=sizes, model=args.model)}")
+        if args.no_warm_start:
+            (root / WARM_START).unlink(missing_ok=True)
+        warmed = warm_model(root)
+        model_name = f"{args.model}-sft" if warmed else args.model
         if args.step in ("all", "probe"):
-            asyncio.run(probe(root, sizes=sizes, model=args.model, model_name=args.model, sandbox=args.sandbox))
+            asyncio.run(probe(root, sizes=sizes, model=str(warmed or args.model), model_name=model_name,
+                              sandbox=args.sandbox))
         if args.step in ("all", "mixed"):
-            report = mixed(root, sizes=sizes, model_name=args.model, from_dump=args.from_dump)
+            report = mixed(root, sizes=sizes, model_name=model_name, from_dump=args.from_dump)
             subset = report.path.stem if report.rows else sizes.probe_subset
             smoke = "CODEDOJO_SMOKE=1 " if args.smoke else ""
             print(f"train on it: {smoke}CODEDOJO_TRAIN_SUBSET={subset} python -m tutorials.coding_agent.main")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,16 @@ from codedojo.config import (
     TrackioConfig,
     TrainConfig,
 )
+from codedojo.inference.specs import HFFolder
 
 # ## Prepare sandboxed tasks
 #
 # `dataset.py` turns a task source into Harbor tasks and repository-disjoint, balanced train/eval subsets,
-# then probes the training tasks with the frozen model and keeps those with mixed success:
+# then (bundled tasks) warm-starts SmolLM2 on the scripted expert's demonstrations of the training pool, as the
+# embedded default does, probes the training tasks with that model and keeps those with mixed success:
 #
 # ```bash
-# python -m tutorials.coding_agent.dataset --smoke      # bundled warm-up tasks, sized for a 2-core CPU
+# python -m tutorials.coding_agent.dataset --smoke      # bundled guided tasks, sized for a 2-core CPU
 # python -m tutorials.coding_agent.dataset              # the full bundled suite: train-300, eval, probe n=8
 # ```
 #
@@ -88,7 +91,14 @@ EVAL_SUBSETS = ("eval-4",) if SMOKE else ("eval",)
 NUM_ROLLOUT = 1 if SMOKE else (500 if BACKEND != "local" else 40)
 ROLLOUT_BATCH_SIZE = 2 if SMOKE else (32 if BACKEND != "local" else 4)
 N_SAMPLES_PER_PROMPT = 2 if SMOKE else 8
-MAX_STEPS = 3 if SMOKE else (75 if BACKEND != "local" else 6)
+
+
+def max_steps_for(backend: str, *, smoke: bool) -> int:
+    """Locally the embedded default's six (the guided routine's look, edit, test and submit take four); on a
+    cluster 3 in smoke mode, else 75."""
+    return 6 if backend == "local" else (3 if smoke else 75)
+
+
 RUN_NAME = f"coding-agent-{uuid4().hex}"
 
 # ## Load the training tasks
@@ -114,7 +124,8 @@ def eval_datasets(data_root: Path, subsets: tuple[str, ...]) -> list[dict[str, A
 def make_recipe(*, smoke: bool = SMOKE, backend: str = BACKEND, sandbox: str = SANDBOX, data_root: Path = DATA_ROOT,
                 eval_subsets: tuple[str, ...] = EVAL_SUBSETS, num_rollout: int = NUM_ROLLOUT,
                 rollout_batch_size: int = ROLLOUT_BATCH_SIZE, n_samples_per_prompt: int = N_SAMPLES_PER_PROMPT,
-                max_steps: int = MAX_STEPS) -> Recipe:
+                max_steps: int | None = None) -> Recipe:
+    max_steps = max_steps_for(backend, smoke=smoke) if max_steps is None else max_steps
     workload: dict[str, Any] = dict(
         num_rollout=num_rollout, rollout_batch_size=rollout_batch_size, n_samples_per_prompt=n_samples_per_prompt,
         global_batch_size=rollout_batch_size * n_samples_per_prompt, sandbox_backend=sandbox,
@@ -151,8 +162,15 @@ recipe = make_recipe()
 train_dataset = AgentTaskDataset(DATA_ROOT / f"{TRAIN_SUBSET}.jsonl")
 
 
-def model_for(backend: str) -> Any:
-    return SmolLM2_135M_Instruct() if backend == "local" else Qwen3_6_27B()
+def model_for(backend: str, data_root: Path = DATA_ROOT) -> Any:
+    """Locally SmolLM2-135M-Instruct, from dataset.py's warm start when it ran (data_root/warm-start.json);
+    on a cluster Qwen3.6-27B."""
+    if backend != "local":
+        return Qwen3_6_27B()
+    warm = data_root / "warm-start.json"
+    if warm.is_file():
+        return HFFolder(path=json.loads(warm.read_text())["model"])
+    return SmolLM2_135M_Instruct()
 
 
 # ## Check the dataset and launch
@@ -183,7 +201,7 @@ def main(argv: list[str] | None = None) -> Run:
             raise SystemExit(f"{data_root} is missing {missing}; run python -m tutorials.coding_agent.dataset "
                              f"{'--smoke ' if SMOKE else ''}first")
     run = TrainConfig(
-        model=model_for(args.backend),
+        model=model_for(args.backend, data_root),
         dataset=AgentTaskDataset(data_root / f"{args.train_subset}.jsonl"),
         recipe=make_recipe(backend=args.backend, sandbox=sandbox, data_root=data_root),
         run_dir=args.run_dir,
