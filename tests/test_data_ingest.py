@@ -74,3 +74,19 @@ def test_swe_rebench_rows_are_converted_once(tmp_path: Path, monkeypatch: pytest
     calls: list[Any] = []
     monkeypatch.setattr(convert, "convert_row", lambda *a, **k: calls.append(a))
     assert load_rows(ingest_swerebench(FIXTURE, root=root)) == rows and calls == []
+
+
+def test_a_curriculum_tier_is_ingested_as_the_factory_cli_writes_it(tmp_path: Path) -> None:
+    from codedojo.cli import main
+
+    out = ingest_builtin(root=tmp_path / "data", tier="guided", per_repo=6, seed=3, repositories=("moneybox",),
+                         workers=1)
+    assert main(["tasks", "builtin", "--repo", "moneybox", "--per-repo", "6", "--seed", "3", "--workers", "1",
+                 "--tier", "guided", "--out", str(tmp_path / "cli")]) == 0
+    rows = load_rows(out)
+    names = sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert sorted(r["label"] for r in rows) == names and names  # the warm-up bugs, restated; nothing else
+    assert {r["metadata"]["tier"] for r in rows} == {"guided"}
+    for name in names:
+        ingested, written = tmp_path / "data" / "tasks" / name, tmp_path / "cli" / name
+        assert (ingested / "instruction.md").read_bytes() == (written / "instruction.md").read_bytes()
