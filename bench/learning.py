@@ -13,7 +13,8 @@ Stages (each resumable: a finished stage's output is reused when the script is r
                the warm-up restatement of the held-out bugs measures transfer
   2. demos     the scripted expert's solved episodes on the training tasks (one each)
   3. sft       supervised fine-tuning of the model on the demonstrations
-  4. grpo      GRPO from the SFT model on the training tasks
+  4. grpo      GRPO from the SFT model on the training tasks (the main job's recipe: lr 1e-5, 4 tasks x 4
+               episodes per step; two optimizer steps of 8 episodes per rollout)
   5. rs        the rejection-sampling baseline at equal episodes: as many episodes of the SFT model on the
                training tasks as GRPO rolled out, at GRPO's rollout temperature, then SFT from the SFT model
                on the solved ones (what `codedojo sft --min-reward 1` does)
