@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from codedojo.agent.rollout import Episode, EpisodeRequest
-from codedojo.agent.trajectory import Trajectory
 from codedojo.integrations.slime import fill_sample
 from codedojo.integrations.slime_rewards import (
     check_valid_reward_nonzero_std,
@@ -25,7 +24,8 @@ from codedojo.integrations.slime_rewards import (
 from codedojo.rl.advantages import group_advantages
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 from slime_support import Sample
 
 

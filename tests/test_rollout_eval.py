@@ -16,8 +16,9 @@ from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, examples_dir
-from codedojo.trial.result import EpisodeStatus, TrialResult
+from codedojo.trial.result import TrialResult
 from codedojo.trial.reward import shaped_reward
+from codedojo.trial.status import EpisodeStatus
 from conftest import MakeTask
 
 SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"

@@ -17,12 +17,12 @@ from typing import Any
 
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
-from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)

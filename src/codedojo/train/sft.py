@@ -22,7 +22,6 @@ from typing import Any, Literal
 import torch
 from rich.console import Console
 
-from codedojo.agent.trajectory import Trajectory
 from codedojo.precision import compute_dtype
 from codedojo.progress import stage_progress
 from codedojo.rl.packing import pack_groups
@@ -31,6 +30,7 @@ from codedojo.train.observability import MetricsLog
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.status import EpisodeStatus
 
 FORMAT_VERSION = "codedojo-trajectory-1"
 
