@@ -144,7 +144,7 @@ def _fill_failure(sample: Any, *, tokenizer: Any, status: EpisodeStatus, error: 
     sample.remove_sample = True
     sample.status = type(sample).Status("failed")
     sample.weight_versions = []
-    sample.metadata = {**(sample.metadata or {}), "episode_status": status, "error": error, "turns": 0,
+    sample.metadata = {**(sample.metadata or {}), "episode_status": str(status), "error": error, "turns": 0,
                        "rewards": None, "timings": {}, "attempts": 0, "session_id": sample.session_id}
 
 

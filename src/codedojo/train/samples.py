@@ -80,7 +80,8 @@ def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_unifor
 
 
 def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
-    """An episode with slime `Sample` field names (for rollout dumps and slime-signature log hooks)."""
+    """An episode with slime `Sample` field names (for rollout dumps and slime-signature log hooks). Plain data
+    only (the status as its string): dumps load with `torch.load(weights_only=True)` and cross process bounds."""
     t = episode.trajectory
     tokens = list(t.token_ids) if t else []
     prompt_length = t.prompt_length if t else 0
@@ -95,7 +96,7 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
         "session_id": t.episode_id if t else None,
         "weight_versions": [str(turn.weight_version) for turn in t.turns] if t else [],
         "label": episode.request.task.name,
-        "metadata": {"task_path": str(episode.request.task.path), "episode_status": episode.status,
+        "metadata": {"task_path": str(episode.request.task.path), "episode_status": str(episode.status),
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
                      "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,
