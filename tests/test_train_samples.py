@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from codedojo.agent.rollout import Episode, EpisodeRequest
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch, slime_sample
+from codedojo.train.sft import load_trajectories
 from codedojo.trial.result import PhaseTimings, TrialResult
 from codedojo.trial.reward import RewardShape
 from codedojo.trial.status import EpisodeStatus
@@ -65,3 +69,20 @@ def test_slime_records_are_the_records_facts_as_plain_data() -> None:
     failed = slime_sample(episode(0, 1, None), index=4)
     assert (failed["status"], failed["reward"], failed["remove_sample"]) == ("failed", None, True)
     assert (failed["loss_mask"], failed["rollout_log_probs"], failed["response_length"]) == ([1, 1], [-0.5, -0.25], 2)
+
+
+def test_the_trajectory_file_adds_the_records_outcome_and_sft_filters_on_it(tmp_path: Path) -> None:
+    solved, failed = episode(0, 0, {"reward": 1.0}), episode(0, 1, {"reward": 0.0})
+    for e in (solved, failed):
+        e.save_trajectory(tmp_path)
+    assert failed.trajectory is not None
+    failed.trajectory.save(tmp_path / "unverified.json")  # as the agent loop writes it: no outcome yet
+    data = json.loads((tmp_path / "e0.0.json").read_text())
+    assert list(data)[-4:] == ["timings", "rewards", "reward", "metadata"]
+    assert (data["rewards"], data["reward"]) == ({"reward": 1.0}, 1.0)
+    assert data["metadata"] == {"group": 0, "sample": 0, "attempts": 1, "seed": None}
+    assert data["timings"] == {"generate": 0.5, "agent": 2.0, "verifier": 1.0, "agent_generate": 0.5}
+    assert json.loads((tmp_path / "unverified.json").read_text())["reward"] is None
+    assert Trajectory.load(tmp_path / "unverified.json") == failed.trajectory
+    assert [t.episode_id for t in load_trajectories([tmp_path], min_reward=1.0)] == ["e0.0"]
+    assert len(load_trajectories([tmp_path])) == 3
