@@ -12,12 +12,12 @@ from codedojo.agent.actions import Action, FormatError, format_for_template, par
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.scripted import ScriptedPolicy
-from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML, QWEN3_STYLE
 from codedojo.inference.errors import EngineUnavailableError
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial import EpisodeStatus, TrialOptions, TrialResult, run_trial
+from codedojo.trial.trajectory import Trajectory
 from conftest import MakeTask
 
 SUBMIT = f"Done.\n```bash\necho {SUBMIT_SENTINEL}\n```"

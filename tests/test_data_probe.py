@@ -173,6 +173,28 @@ def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: P
         "always": (4, 4, 4), "never": (4, 4, 0), "mixed": (4, 4, 2)}
 
 
+def test_counts_from_a_local_trainers_eval_dump(source: Path, tmp_path: Path) -> None:
+    """The records the trainer dumps (train.samples.slime_sample) are plain data: the dump loads with
+    weights_only (no codedojo class pickled in it) and gives the counts of its episodes."""
+    from codedojo.agent.evaluation import evaluate
+    from codedojo.tasks.task import Task
+    from codedojo.train.samples import slime_sample
+
+    def script(session_id: str) -> list[str]:
+        task, seed = session_id.rsplit("-s", 1)
+        return [RIGHT if int(seed) % 1009 in SOLVES[task] else WRONG, SUBMIT]
+
+    tasks = [Task.load(source.parent / "tasks" / name) for name in SOLVES]
+    report = asyncio.run(evaluate(tasks, engine=ScriptedPolicy(TOKENIZER, script), n=N,
+                                  agent_config=AgentConfig(max_steps=3), rollout=RolloutConfig(max_open_sandboxes=4)))
+    dump = tmp_path / "rollout_eval_0.pt"
+    torch.save({"rollout_id": "eval_0", "samples": [slime_sample(e, index=i) for i, e in enumerate(report.episodes)]},
+               dump)
+    _, _, counts = load_counts(probe_from_dump(source, dump=dump, model="scripted", n=N))
+    assert {k: (c.total, c.valid, c.solved) for k, c in counts.items()} == {
+        "always": (4, 4, 4), "never": (4, 4, 0), "mixed": (4, 4, 2)}
+
+
 def test_tasks_are_probed_in_turn_over_repositories() -> None:
     from codedojo.data.probe import interleaved
 

@@ -75,7 +75,7 @@ def mismatch_of(loaded: LoadedModel, dtype: torch.dtype) -> dict[str, float]:
         masked = len(prompt) - 1
         samples.append(TrainSample(token_ids=prompt + tokens, loss_mask=[0] * masked + [1] * len(tokens),
                                    rollout_logprobs=[0.0] * masked + logprobs, advantage=1.0 if index % 2 else -1.0,
-                                   reward=float(index % 2), group=index))
+                                   group=index))
     config = update_config_for(Recipe(lr=1e-4, global_batch_size=len(samples), max_tokens_per_gpu=1024,
                                       log_probs_chunk_size=64, num_rollout=1))
     policy = Policy(loaded.hf_model(), compute_dtype=torch.float32)

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from codedojo.agent.rollout import Episode, EpisodeRequest
-from codedojo.agent.trajectory import Trajectory
 from codedojo.integrations.slime import fill_sample
 from codedojo.integrations.slime_rewards import (
     check_valid_reward_nonzero_std,
@@ -25,7 +24,9 @@ from codedojo.integrations.slime_rewards import (
 from codedojo.rl.advantages import group_advantages
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.result import TrialResult
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 from slime_support import Sample
 
 
@@ -182,12 +183,11 @@ class _Tokenizer:
 
 def _episode(task: Task, *, group_index: int, index: int, reward: float | None) -> Episode:
     tokens = [5, 6, 7, 8, 9]
-    trajectory = Trajectory(episode_id=f"e{index}", task_name=task.name, task_path=str(task.path),
-                            status="submitted" if reward is not None else "sandbox_error",  # type: ignore[arg-type]
+    status = EpisodeStatus.SUBMITTED if reward is not None else EpisodeStatus.SANDBOX_ERROR
+    trajectory = Trajectory(episode_id=f"e{index}", task_name=task.name, task_path=str(task.path), status=status,
                             messages=[{"role": "user", "content": "x"}], turns=[], token_ids=tokens,
                             loss_mask=[0, 0, 1, 1, 1], logprobs=[0.0, 0.0, -0.5, -0.25, -1.0], prompt_length=2)
-    return Episode(request=EpisodeRequest(task=task, group=group_index, sample=index),
-                   status=EpisodeStatus.SUBMITTED if reward is not None else EpisodeStatus.SANDBOX_ERROR,
-                   reward=reward,
-                   rewards=None if reward is None else {"reward": reward}, trajectory=trajectory, attempts=1,
-                   timings={})
+    result = TrialResult(task_name=task.name, task_path=str(task.path), agent="agent", status=status,
+                         rewards=None if reward is None else {"reward": reward}, trajectory=trajectory)
+    return Episode(request=EpisodeRequest(task=task, group=group_index, sample=index), result=result,
+                   reward_shape="binary", attempts=1)

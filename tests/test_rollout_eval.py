@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +18,9 @@ from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, examples_dir
-from codedojo.trial.result import EpisodeStatus, TrialResult
+from codedojo.trial.result import TrialResult
 from codedojo.trial.reward import shaped_reward
+from codedojo.trial.status import EpisodeStatus
 from conftest import MakeTask
 
 SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
@@ -100,7 +103,7 @@ def test_infrastructure_failures_are_retried_then_marked_invalid(make_task: Make
     assert not episode.valid and episode.reward is None
 
 
-def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     real_start = LocalSandbox.start.__func__  # type: ignore[attr-defined]
     calls = 0
 
@@ -118,9 +121,11 @@ def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch) -> N
     script = ["```bash\necho world > hello.txt\n```", SUBMIT]
     (episode,) = asyncio.run(run_episodes([EpisodeRequest(task=task, group=0, sample=0)],
                                           engine=ScriptedPolicy(TOKENIZER, script), agent_config=AgentConfig(),
-                                          rollout=RolloutConfig()))
-    assert episode.attempts == 2 and episode.status == "submitted" and episode.reward == 1.0
-    assert episode.trajectory is not None and episode.trajectory.metadata["attempts"] == 2
+                                          rollout=RolloutConfig(), trajectory_dir=tmp_path))
+    assert episode.attempts == 2 and episode.status is EpisodeStatus.SUBMITTED and episode.reward == 1.0
+    (written,) = [json.loads(f.read_text()) for f in tmp_path.glob("*.json")]  # the trajectory file, with the outcome
+    assert written["metadata"] == {"group": 0, "sample": 0, "attempts": 2, "seed": None}
+    assert (written["rewards"], written["reward"]) == ({"reward": 1.0}, 1.0)
 
 
 def test_eval_budgets_follow_the_profile_unless_given() -> None:

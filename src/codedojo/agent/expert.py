@@ -23,13 +23,13 @@ from typing import Any
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.scripted import ScriptedPolicy
-from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.sandbox import start_sandbox
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import OracleAgent
-from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.runner import TrialOptions, run_trial
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _SED_PATTERN_SPECIAL = set("\\/.*[]^$&")

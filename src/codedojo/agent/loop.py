@@ -23,14 +23,14 @@ from typing import Any
 
 from codedojo.agent.actions import BASH_TOOL, ActionFormat, FormatError, format_for_template, parse_action
 from codedojo.agent.prompts import SUBMIT_SENTINEL, PromptProfile, get_profile, render
-from codedojo.agent.trajectory import Trajectory, Turn
 from codedojo.agent.transcript import Transcript
 from codedojo.inference.errors import ContextLengthError, InferenceError
 from codedojo.inference.protocol import Engine, SamplingParams, eos_token_ids
 from codedojo.sandbox.base import ExecResult, Sandbox, SandboxError
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import AgentOutcome
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory, Turn
 
 # A reply needs at least this many tokens of room; with less the context budget counts as spent.
 MIN_REPLY_TOKENS = 8

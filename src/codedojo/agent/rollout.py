@@ -5,6 +5,11 @@ tasks under two separate caps: open sandboxes (an episode holds one from start t
 in flight (what the engine batches together). Episodes that end in an infrastructure failure are
 retried with a fresh sandbox up to `max_infra_retries` times; if they still fail they are returned
 marked invalid, so the trainer can leave them out of training and of group statistics.
+
+`Episode` is the one record of a finished episode from here to the trainer (train.samples, train.trainer)
+and slime's generate hook (integrations.slime): the request, the trial's result (status, verifier rewards,
+error, phase timings, the typed trajectory), the reward shape and the attempts. Every other fact of the
+episode (the training reward, validity, solved, timings) is a property read from those, never a copy.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from typing import Any
 
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.trajectory import Trajectory
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.result import TrialResult
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,25 +59,64 @@ class EpisodeRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Episode:
-    """A finished episode: the trial's result, the trajectory, and the shaped reward."""
+    """A finished episode: what was asked, what the trial gave (its last attempt), and how it is scored."""
 
     request: EpisodeRequest
-    status: EpisodeStatus
-    reward: float | None
-    """Shaped training reward; None when the episode has no valid reward (infrastructure failure)."""
-    rewards: dict[str, float] | None
-    trajectory: Trajectory | None
+    result: TrialResult
+    """The last attempt's trial: status, verifier rewards, error, phase timings and trajectory."""
+    reward_shape: RewardShape
+    """How the verifier's rewards become the training reward (the task's shape, else the run's)."""
     attempts: int
-    timings: dict[str, float]
-    error: str | None = None
+    """Trials run (1 + infrastructure retries)."""
+
+    @property
+    def status(self) -> EpisodeStatus:
+        return self.result.status
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        return self.result.trajectory
+
+    @property
+    def error(self) -> str | None:
+        return self.result.error
 
     @property
     def valid(self) -> bool:
-        return self.reward is not None
+        """Whether the episode has a reward to train on (no infrastructure failure)."""
+        return self.result.reward_valid
+
+    @property
+    def rewards(self) -> dict[str, float] | None:
+        """The verifier's rewards; None without a valid reward."""
+        return self.result.rewards if self.valid else None
+
+    @property
+    def reward(self) -> float | None:
+        """The training reward under `reward_shape`; None without a valid reward."""
+        return shaped_reward(self.result, self.reward_shape)
 
     @property
     def solved(self) -> bool:
-        return self.rewards is not None and self.rewards.get("reward", 0.0) >= 1.0 and self.valid
+        return self.result.solved
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Wall seconds per trial phase that ran, and the agent's own totals as `agent_<name>`."""
+        phases = {k: v for k, v in vars(self.result.timings).items() if v is not None}
+        agent = self.trajectory.timings if self.trajectory is not None else {}
+        return phases | {f"agent_{k}": v for k, v in agent.items()}
+
+    def save_trajectory(self, folder: Path) -> Path | None:
+        """Write the trajectory file `<folder>/<episode_id>.json`: the agent's trajectory with this episode's
+        rewards, training reward, place in its group, attempts and timings; None without a trajectory."""
+        t = self.trajectory
+        if t is None:
+            return None
+        r = self.request
+        written = replace(t, metadata={**t.metadata, "group": r.group, "sample": r.sample, "attempts": self.attempts,
+                                       "seed": r.seed}, timings={**t.timings, **self.timings})
+        return written.save(folder / f"{t.episode_id}.json", rewards=self.rewards, reward=self.reward)
 
 
 class ThrottledEngine:
@@ -116,26 +161,10 @@ async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: 
             result = await run_trial(request.task, agent, options=rollout.trial)
         if not result.status.is_infrastructure or attempts > rollout.max_infra_retries:
             break
-    reward = shaped_reward(result, shape)
-    trajectory: Trajectory | None = result.trajectory
-    timings = {k: v for k, v in vars(result.timings).items() if v is not None}
-    if trajectory is not None:
-        timings.update({f"agent_{k}": v for k, v in trajectory.timings.items()})
-        trajectory = _with_outcome(trajectory, result.rewards if result.reward_valid else None, reward,
-                                   request=request, attempts=attempts, timings=timings)
-        if trajectory_dir is not None:
-            trajectory.save(trajectory_dir / f"{trajectory.episode_id}.json")
-    return Episode(request=request, status=result.status, reward=reward,
-                   rewards=result.rewards if result.reward_valid else None, trajectory=trajectory,
-                   attempts=attempts, timings=timings, error=result.error)
-
-
-def _with_outcome(trajectory: Trajectory, rewards: dict[str, float] | None, reward: float | None, *,
-                  request: EpisodeRequest, attempts: int, timings: dict[str, float]) -> Trajectory:
-    metadata: dict[str, Any] = {**trajectory.metadata, "group": request.group, "sample": request.sample,
-                                "attempts": attempts, "seed": request.seed}
-    return replace(trajectory, rewards=rewards, reward=reward, metadata=metadata,
-                   timings={**trajectory.timings, **timings})
+    episode = Episode(request=request, result=result, reward_shape=shape, attempts=attempts)
+    if trajectory_dir is not None:
+        episode.save_trajectory(trajectory_dir)
+    return episode
 
 
 async def run_episodes(requests: Sequence[EpisodeRequest], *, engine: Engine, agent_config: AgentConfig,

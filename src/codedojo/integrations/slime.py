@@ -50,6 +50,7 @@ from codedojo.integrations.slime_engine import (
 from codedojo.tasks.task import Task
 from codedojo.train.samples import slime_sample
 from codedojo.trial.runner import TrialOptions
+from codedojo.trial.status import EpisodeStatus
 
 __all__ = ["close_clients", "generate", "log_rollout_data"]
 
@@ -70,7 +71,8 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
         task = _task_for(sample, settings)
         agent_config = _agent_config(settings, sampling_params)
     except Exception as e:  # a bad row is this sample's failure, not the step's
-        _fill_failure(sample, tokenizer=tokenizer, status="internal_error", error=f"{type(e).__name__}: {e}")
+        _fill_failure(sample, tokenizer=tokenizer, status=EpisodeStatus.INTERNAL_ERROR,
+                      error=f"{type(e).__name__}: {e}")
         return sample
     client = shared_client(settings.router_url, tokenizer=tokenizer, timeout_sec=settings.query_timeout_sec)
     engine = SessionEngine(client, routing_key=sample.session_id, slime_aborted=slime_abort_flag(args))
@@ -88,7 +90,7 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
                 break
         episode = dataclasses.replace(episode, attempts=attempts)
     except Exception:
-        _fill_failure(sample, tokenizer=tokenizer, status="internal_error", error=traceback.format_exc())
+        _fill_failure(sample, tokenizer=tokenizer, status=EpisodeStatus.INTERNAL_ERROR, error=traceback.format_exc())
         return sample
     fill_sample(sample, episode, tokenizer=tokenizer, evaluation=evaluation, aborted=engine.aborted)
     if hasattr(sample, "non_generation_time"):
@@ -104,7 +106,7 @@ def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bo
     Without a valid reward the sample is fully masked with reward 0.0 and remove_sample; its status is
     FAILED, or ABORTED when slime aborted the rollout (slime re-queues or drops aborted groups itself)."""
     record = slime_sample(episode, index=_int(getattr(sample, "index", None)))
-    infrastructure = episode.reward is None
+    infrastructure = not episode.valid
     tokens, response_length = record["tokens"], record["response_length"]
     loss_mask, logprobs = record["loss_mask"], record["rollout_log_probs"]
     if response_length == 0:  # no reply was sampled (e.g. the sandbox never started): one masked stand-in token
@@ -117,7 +119,7 @@ def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bo
     sample.loss_mask = list(loss_mask)
     sample.rollout_log_probs = [float(x) for x in logprobs]
     sample.response = tokenizer.decode(tokens[-response_length:], skip_special_tokens=False)
-    sample.reward = 0.0 if infrastructure else float(episode.reward)  # type: ignore[arg-type]
+    sample.reward = 0.0 if episode.reward is None else float(episode.reward)
     sample.remove_sample = bool(getattr(sample, "remove_sample", False)) or infrastructure
     sample.status = type(sample).Status("aborted" if aborted and infrastructure else record["status"])
     sample.weight_versions = list(record["weight_versions"])
@@ -130,7 +132,7 @@ def fill_sample(sample: Any, episode: Episode, *, tokenizer: Any, evaluation: bo
             cache.add({"cached_tokens": turn.cached_tokens, "prompt_tokens": turn.prompt_tokens})
 
 
-def _fill_failure(sample: Any, *, tokenizer: Any, status: str, error: str) -> None:
+def _fill_failure(sample: Any, *, tokenizer: Any, status: EpisodeStatus, error: str) -> None:
     log.warning("codedojo generate: sample %s failed before its episode: %s", getattr(sample, "index", None),
                 error.strip().splitlines()[-1] if error.strip() else error)
     sample.tokens = [*_prompt_tokens(sample, tokenizer), _eos(tokenizer)]
@@ -142,7 +144,7 @@ def _fill_failure(sample: Any, *, tokenizer: Any, status: str, error: str) -> No
     sample.remove_sample = True
     sample.status = type(sample).Status("failed")
     sample.weight_versions = []
-    sample.metadata = {**(sample.metadata or {}), "episode_status": status, "error": error, "turns": 0,
+    sample.metadata = {**(sample.metadata or {}), "episode_status": str(status), "error": error, "turns": 0,
                        "rewards": None, "timings": {}, "attempts": 0, "session_id": sample.session_id}
 
 

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.status import EpisodeStatus
 
 PHASES = ("environment_setup", "agent", "verifier", "teardown", "agent_generate", "agent_exec")
 

@@ -1,13 +1,16 @@
 """From finished episodes to training samples: group advantages, filters, and slime-shaped records.
 
-Each episode's trajectory already holds the token sequence, loss mask and sampler logprobs. Here the
-group advantage (GRPO over the group's valid members) is attached to every sampled token of the episode,
-episodes without a valid reward are dropped from training, and — with dynamic sampling — groups whose
-rewards are all equal are dropped too (they carry no gradient).
+Both read the rollout's `Episode` record (agent.rollout) and decide nothing again: its reward, validity,
+solved and status are the record's. Each episode's trajectory already holds the token sequence, loss mask
+and sampler logprobs. Here the group advantage (GRPO over the group's valid members) is attached to every
+sampled token of the episode, episodes without a valid reward are dropped from training, and — with dynamic
+sampling — groups whose rewards are all equal are dropped too (they carry no gradient). A `TrainSample` is
+what the update step needs of an episode (tokens, mask, sampler logprobs, advantage, group) and no more.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +29,6 @@ class TrainSample:
     rollout_logprobs: list[float]
     """Sampler logprobs per predicted position (0 where masked)."""
     advantage: float
-    reward: float
     group: int
 
     @property
@@ -41,13 +43,18 @@ class Batch:
     groups_kept: int
     """Groups left after dropping uniform ones (dynamic sampling) and groups without two valid members."""
     episodes_invalid: int
+    reward_trained_mean: float
+    """Mean training reward of the episodes the samples come from (0 without samples)."""
 
 
-def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_uniform: bool) -> Batch:
+def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_uniform: bool,
+                max_groups: int | None = None) -> Batch:
+    """The samples of `episodes`, in group order; with `max_groups`, only those of the first `max_groups`
+    groups that have any (over-sampling: the rollout ran more groups than a step trains on)."""
     groups: dict[int, list[Episode]] = {}
     for e in episodes:
         groups.setdefault(e.request.group, []).append(e)
-    samples: list[TrainSample] = []
+    trained: list[tuple[TrainSample, float]] = []
     kept = 0
     for group, members in sorted(groups.items()):
         rewards = [e.reward for e in members]
@@ -56,36 +63,40 @@ def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_unifor
         advantages = group_advantages(rewards, normalize_std=normalize_std)
         if sum(r is not None for r in rewards) >= 2:
             kept += 1
-        for episode, advantage in zip(members, advantages, strict=True):
+        for episode, reward, advantage in zip(members, rewards, advantages, strict=True):
             trajectory = episode.trajectory
-            if episode.reward is None or trajectory is None or sum(trajectory.loss_mask) == 0:
+            if reward is None or trajectory is None or sum(trajectory.loss_mask) == 0:
                 continue
-            samples.append(TrainSample(
+            trained.append((TrainSample(
                 token_ids=list(trajectory.token_ids), loss_mask=list(trajectory.loss_mask[1:]),
-                rollout_logprobs=list(trajectory.logprobs[1:]), advantage=advantage, reward=episode.reward,
-                group=group,
-            ))
-    return Batch(samples=samples, groups_total=len(groups), groups_kept=kept,
-                 episodes_invalid=sum(e.reward is None for e in episodes))
+                rollout_logprobs=list(trajectory.logprobs[1:]), advantage=advantage, group=group,
+            ), reward))
+    if max_groups is not None:
+        chosen = set(sorted({sample.group for sample, _ in trained})[:max_groups])
+        trained = [(sample, reward) for sample, reward in trained if sample.group in chosen]
+    return Batch(samples=[sample for sample, _ in trained], groups_total=len(groups), groups_kept=kept,
+                 episodes_invalid=sum(not e.valid for e in episodes),
+                 reward_trained_mean=statistics.fmean(r for _, r in trained) if trained else 0.0)
 
 
 def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
-    """An episode with slime `Sample` field names (for rollout dumps and slime-signature log hooks)."""
+    """An episode with slime `Sample` field names (for rollout dumps and slime-signature log hooks). Plain data
+    only (the status as its string): dumps load with `torch.load(weights_only=True)` and cross process bounds."""
     t = episode.trajectory
     tokens = list(t.token_ids) if t else []
     prompt_length = t.prompt_length if t else 0
-    status = "truncated" if episode.status.is_truncated else "failed" if episode.reward is None else "completed"
+    status = "truncated" if episode.status.is_truncated else "completed" if episode.valid else "failed"
     return {
         "group_index": episode.request.group, "index": index, "rollout_id": index,
         "prompt": t.messages[:1] if t else [], "tokens": tokens,
         "response_length": len(tokens) - prompt_length,
         "loss_mask": list(t.loss_mask[prompt_length:]) if t else [],
         "rollout_log_probs": list(t.logprobs[prompt_length:]) if t else [],
-        "reward": episode.reward, "status": status, "remove_sample": episode.reward is None,
+        "reward": episode.reward, "status": status, "remove_sample": not episode.valid,
         "session_id": t.episode_id if t else None,
         "weight_versions": [str(turn.weight_version) for turn in t.turns] if t else [],
         "label": episode.request.task.name,
-        "metadata": {"task_path": str(episode.request.task.path), "episode_status": episode.status,
+        "metadata": {"task_path": str(episode.request.task.path), "episode_status": str(episode.status),
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
                      "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,

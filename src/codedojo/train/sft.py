@@ -22,7 +22,6 @@ from typing import Any, Literal
 import torch
 from rich.console import Console
 
-from codedojo.agent.trajectory import Trajectory
 from codedojo.precision import compute_dtype
 from codedojo.progress import stage_progress
 from codedojo.rl.packing import pack_groups
@@ -31,6 +30,7 @@ from codedojo.train.observability import MetricsLog
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,16 +86,19 @@ def sft_loss(policy: Policy, sequences: Sequence[Sequence[int]], masks: Sequence
 
 
 def load_trajectories(paths: Sequence[Path], *, min_reward: float | None = None) -> list[Trajectory]:
-    """Trajectory files from files or folders (*.json); with `min_reward`, only episodes that reached it."""
+    """Trajectory files from files or folders (*.json); with `min_reward`, only episodes whose training reward
+    (the file's `reward`, written by the rollout) reached it."""
     found: list[Trajectory] = []
     for path in paths:
         files = sorted(Path(path).rglob("*.json")) if Path(path).is_dir() else [Path(path)]
         for f in files:
             try:
-                trajectory = Trajectory.load(f)
+                data = json.loads(f.read_text())
+                trajectory = Trajectory.from_dict(data)
             except (ValueError, KeyError, json.JSONDecodeError):
                 continue
-            if min_reward is not None and (trajectory.reward is None or trajectory.reward < min_reward):
+            reward = data.get("reward")
+            if min_reward is not None and (reward is None or reward < min_reward):
                 continue
             found.append(trajectory)
     return found

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import random
-import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -246,17 +245,15 @@ class LocalTrainer:
         """The samples to train on (dynamic sampling and over-sampling applied) and the rollout's metrics
         (train.rollout_metrics over the episodes' records, as slime's hook computes them)."""
         recipe = self.recipe
-        batch = build_batch(episodes, normalize_std=recipe.normalize_group_std, drop_uniform=recipe.dynamic_sampling)
+        batch = build_batch(episodes, normalize_std=recipe.normalize_group_std, drop_uniform=recipe.dynamic_sampling,
+                            max_groups=recipe.rollout_batch_size if recipe.over_sampling_batch_size else None)
         samples = batch.samples
-        if recipe.over_sampling_batch_size:
-            kept_groups = sorted({s.group for s in samples})[: recipe.rollout_batch_size]
-            samples = [s for s in samples if s.group in kept_groups]
         row: dict[str, Any] = rollout_metrics(records, prefix="rollout/")
         row.update({"perf/rollout_seconds": rollout_seconds,
                     "perf/rollout_sampled_tokens_per_sec": row["rollout/sampled_tokens"] / max(rollout_seconds, 1e-9),
                     "rollout/groups": float(batch.groups_total),
                     "rollout/groups_trained": float(len({s.group for s in samples})),
-                    "rollout/reward_trained_mean": statistics.fmean([s.reward for s in samples]) if samples else 0.0})
+                    "rollout/reward_trained_mean": batch.reward_trained_mean})
         return samples, row
 
     def _checkpoint(self, run: _Run) -> None:

@@ -14,8 +14,9 @@ from typing import Any, Protocol
 from codedojo.sandbox.base import Sandbox
 from codedojo.tasks.env import resolve_env
 from codedojo.tasks.task import Task
-from codedojo.trial.result import EpisodeStatus
 from codedojo.trial.staging import staged
+from codedojo.trial.status import EpisodeStatus
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,8 +26,8 @@ class AgentOutcome:
     detail: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     """Facts the trial result should carry (turns, tokens, ...)."""
-    trajectory: Any = None
-    """The episode's trajectory when the agent keeps one (codedojo.agent.trajectory.Trajectory)."""
+    trajectory: Trajectory | None = None
+    """The episode's trajectory, when the agent keeps one (the agent loop does; oracle and nop do not)."""
 
 
 class Agent(Protocol):

@@ -24,7 +24,7 @@ import shlex
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from codedojo.tasks.dockerfile import UnsupportedEnvironment
 from codedojo.tasks.env import MissingVariable, resolve_env
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import Agent, AgentOutcome
-from codedojo.trial.result import EpisodeStatus, PhaseTimings, TrialResult
+from codedojo.trial.result import PhaseTimings, TrialResult
+from codedojo.trial.status import EpisodeStatus
 from codedojo.trial.verifier import VerifierError, verifier_env, verify
 
 # How long past its own budget an agent may take to wind down before it is cancelled.
@@ -73,31 +74,33 @@ async def run_trial(task: Task, agent: Agent, *, options: TrialOptions | None = 
     trial_dir = _trial_dir(task, options)
     timings: dict[str, float] = {}
     sandboxes: list[Sandbox] = []
+    # every phase fills in what it learns by `replace`; a path that set no status reads as codedojo's failure
+    unfinished = TrialResult(task_name=task.name, task_path=str(task.path), agent=agent.name,
+                             status=EpisodeStatus.INTERNAL_ERROR)
     try:
-        status, fields = await _phases(task, agent, options=options, trial_dir=trial_dir, timings=timings,
-                                       sandboxes=sandboxes, sandbox_factory=sandbox_factory)
+        out = await _phases(task, agent, unfinished, options=options, trial_dir=trial_dir, timings=timings,
+                            sandboxes=sandboxes, sandbox_factory=sandbox_factory)
     except Exception:
-        status, fields = EpisodeStatus.INTERNAL_ERROR, {"error": traceback.format_exc()}
+        out = replace(unfinished, error=traceback.format_exc())
     finally:
         for sandbox in sandboxes:
             t0 = time.monotonic()
             with contextlib.suppress(Exception):
                 await asyncio.shield(sandbox.close())
             timings["teardown"] = time.monotonic() - t0
-    out = TrialResult(task_name=task.name, task_path=str(task.path), agent=agent.name, status=status,
-                      timings=PhaseTimings(**timings), trial_dir=str(trial_dir) if trial_dir else None, **fields)
+    out = replace(out, timings=PhaseTimings(**timings), trial_dir=str(trial_dir) if trial_dir else None)
     if trial_dir is not None:
         (trial_dir / "result.json").write_text(out.to_json() + "\n")
     return out
 
 
-async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir: Path | None,
-                  timings: dict[str, float], sandboxes: list[Sandbox],
-                  sandbox_factory: SandboxFactory | None) -> tuple[EpisodeStatus, dict[str, Any]]:
+async def _phases(task: Task, agent: Agent, unfinished: TrialResult, *, options: TrialOptions,
+                  trial_dir: Path | None, timings: dict[str, float], sandboxes: list[Sandbox],
+                  sandbox_factory: SandboxFactory | None) -> TrialResult:
     scale = options.timeout_multiplier
     problem = _preflight(task)
     if problem is not None:
-        return EpisodeStatus.TASK_ERROR, {"error": problem}
+        return replace(unfinished, status=EpisodeStatus.TASK_ERROR, error=problem)
     t0 = time.monotonic()
     try:
         starting = sandbox_factory(task) if sandbox_factory is not None else start_sandbox(
@@ -106,18 +109,18 @@ async def _phases(task: Task, agent: Agent, *, options: TrialOptions, trial_dir:
     except (SandboxError, UnsupportedEnvironment, OSError, TimeoutError) as e:
         timings["environment_setup"] = time.monotonic() - t0
         why = "timed out" if isinstance(e, TimeoutError) else str(e)
-        return EpisodeStatus.SANDBOX_ERROR, {"error": f"environment did not start: {why}"}
+        return replace(unfinished, status=EpisodeStatus.SANDBOX_ERROR, error=f"environment did not start: {why}")
     sandboxes.append(sandbox)
     timings["environment_setup"] = time.monotonic() - t0
     if not task.steps:
         config = task.config
-        status, fields = await _episode(task, agent, sandbox, scale=scale, timings=timings,
-                                        agent_timeout=config.agent.timeout_sec,
-                                        verifier_timeout=config.verifier.timeout_sec, agent_user=config.agent.user)
+        out = await _episode(task, agent, sandbox, unfinished, scale=scale, timings=timings,
+                             agent_timeout=config.agent.timeout_sec, verifier_timeout=config.verifier.timeout_sec,
+                             agent_user=config.agent.user)
     else:
-        status, fields = await _steps(task, agent, sandbox, scale=scale, timings=timings)
+        out = await _steps(task, agent, sandbox, unfinished, scale=scale, timings=timings)
     await _collect_logs(sandbox, trial_dir)
-    return status, fields
+    return out
 
 
 def _preflight(task: Task) -> str | None:
@@ -133,9 +136,9 @@ def _preflight(task: Task) -> str | None:
     return None
 
 
-async def _episode(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float, timings: dict[str, float],
-                   agent_timeout: float | None, verifier_timeout: float,
-                   agent_user: str | int | None) -> tuple[EpisodeStatus, dict[str, Any]]:
+async def _episode(task: Task, agent: Agent, sandbox: Sandbox, unfinished: TrialResult, *, scale: float,
+                   timings: dict[str, float], agent_timeout: float | None, verifier_timeout: float,
+                   agent_user: str | int | None) -> TrialResult:
     """One agent phase and one verification (a single-step task, or one step of a multi-step one)."""
     t0 = time.monotonic()
     budget = agent_timeout * scale if agent_timeout is not None else None
@@ -145,31 +148,30 @@ async def _episode(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float, 
     except TimeoutError:
         outcome = AgentOutcome(status=EpisodeStatus.EPISODE_TIMEOUT, detail=f"agent ran past {budget:g}s")
     except SandboxError as e:
-        return EpisodeStatus.SANDBOX_ERROR, {"error": f"sandbox failed during the agent phase: {e}"}
+        return replace(unfinished, status=EpisodeStatus.SANDBOX_ERROR,
+                       error=f"sandbox failed during the agent phase: {e}")
     except MissingVariable as e:
-        return EpisodeStatus.TASK_ERROR, {"error": str(e)}
+        return replace(unfinished, status=EpisodeStatus.TASK_ERROR, error=str(e))
     finally:
         timings["agent"] = timings.get("agent", 0.0) + time.monotonic() - t0
-    fields: dict[str, Any] = {"error": outcome.detail, "agent_exit_code": outcome.exit_code,
-                              "details": outcome.details, "trajectory": outcome.trajectory}
+    acted = replace(unfinished, status=outcome.status, error=outcome.detail, agent_exit_code=outcome.exit_code,
+                    details=outcome.details, trajectory=outcome.trajectory)
     if outcome.status.is_infrastructure:
-        return outcome.status, fields
+        return acted
 
     t0 = time.monotonic()
     try:
-        fields["rewards"] = await verify(task, sandbox, timeout_sec=verifier_timeout * scale)
-        status = outcome.status
+        return replace(acted, rewards=await verify(task, sandbox, timeout_sec=verifier_timeout * scale))
     except VerifierError as e:
-        status, fields["error"] = EpisodeStatus.VERIFIER_ERROR, str(e)
+        return replace(acted, status=EpisodeStatus.VERIFIER_ERROR, error=str(e))
     except SandboxError as e:
-        return EpisodeStatus.SANDBOX_ERROR, {**fields, "error": f"sandbox failed during verification: {e}"}
+        return replace(acted, status=EpisodeStatus.SANDBOX_ERROR, error=f"sandbox failed during verification: {e}")
     finally:
         timings["verifier"] = timings.get("verifier", 0.0) + time.monotonic() - t0
-    return status, fields
 
 
-async def _steps(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float,
-                 timings: dict[str, float]) -> tuple[EpisodeStatus, dict[str, Any]]:
+async def _steps(task: Task, agent: Agent, sandbox: Sandbox, unfinished: TrialResult, *, scale: float,
+                 timings: dict[str, float]) -> TrialResult:
     """A multi-step task, as Harbor's MultiStepTrial runs it: the steps in order in one sandbox; before each,
     /tests and /logs/verifier are emptied, steps/<name>/workdir/ is uploaded into the workdir and its
     setup.sh run; then the agent on the step's instruction (as the step's agent user, under its timeout)
@@ -177,42 +179,40 @@ async def _steps(task: Task, agent: Agent, sandbox: Sandbox, *, scale: float,
     ends the run. The trial's rewards are the per-key mean over the steps that were verified (missing
     keys count 0), or the last step's with multi_step_reward_strategy = "final"."""
     step_results: list[dict[str, Any]] = []
-    status: EpisodeStatus = EpisodeStatus.SUBMITTED
-    fields: dict[str, Any] = {}
+    out = replace(unfinished, status=EpisodeStatus.SUBMITTED)
     for step in task.steps:
         view = task.for_step(step.name)
         try:
             setup_error = await _prepare_step(view, sandbox, step, user=_step_agent_user(task, step))
         except SandboxError as e:  # the sandbox failed the host, not the task: infrastructure
-            status, fields = EpisodeStatus.SANDBOX_ERROR, {"error": f"sandbox failed preparing step {step.name!r}: {e}"}
-            step_results.append({"step": step.name, "status": str(status), "error": fields["error"]})
+            out = replace(unfinished, status=EpisodeStatus.SANDBOX_ERROR,
+                          error=f"sandbox failed preparing step {step.name!r}: {e}")
+            step_results.append({"step": step.name, "status": str(out.status), "error": out.error})
             break
         if setup_error is not None:
-            status, fields = EpisodeStatus.TASK_ERROR, {"error": setup_error}
-            step_results.append({"step": step.name, "status": str(status), "error": setup_error})
+            out = replace(unfinished, status=EpisodeStatus.TASK_ERROR, error=setup_error)
+            step_results.append({"step": step.name, "status": str(out.status), "error": setup_error})
             break
         agent_timeout = step.agent.timeout_sec if step.agent and step.agent.timeout_sec is not None \
             else task.config.agent.timeout_sec
         verifier_timeout = step.verifier.timeout_sec if step.verifier else task.config.verifier.timeout_sec
-        status, fields = await _episode(view, agent, sandbox, scale=scale, timings=timings,
-                                        agent_timeout=agent_timeout, verifier_timeout=verifier_timeout,
-                                        agent_user=_step_agent_user(task, step))
-        step_results.append({"step": step.name, "status": str(status), "rewards": fields.get("rewards"),
-                             "error": fields.get("error")})
-        if status.is_infrastructure or _below_min_reward(fields.get("rewards"), step.min_reward):
+        out = await _episode(view, agent, sandbox, unfinished, scale=scale, timings=timings,
+                             agent_timeout=agent_timeout, verifier_timeout=verifier_timeout,
+                             agent_user=_step_agent_user(task, step))
+        step_results.append({"step": step.name, "status": str(out.status), "rewards": out.rewards,
+                             "error": out.error})
+        if out.status.is_infrastructure or _below_min_reward(out.rewards, step.min_reward):
             break
     verified = [r["rewards"] for r in step_results if r.get("rewards") is not None]
-    details = {**fields.get("details", {}), "steps": step_results}
-    fields = {**fields, "details": details}
-    if status.is_infrastructure:
-        fields.pop("rewards", None)
-        return status, fields
+    details = {**out.details, "steps": step_results}
+    if out.status.is_infrastructure:
+        return replace(out, details=details, rewards=None)
     if task.config.multi_step_reward_strategy == "final":
-        fields["rewards"] = step_results[-1].get("rewards")
+        rewards = step_results[-1].get("rewards")
     else:
         keys = sorted({k for rewards in verified for k in rewards})
-        fields["rewards"] = {k: sum(r.get(k, 0.0) for r in verified) / len(verified) for k in keys}
-    return status, fields
+        rewards = {k: sum(r.get(k, 0.0) for r in verified) / len(verified) for k in keys}
+    return replace(out, details=details, rewards=rewards)
 
 
 def _step_agent_user(task: Task, step: StepConfig) -> str | int | None:

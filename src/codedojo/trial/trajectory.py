@@ -1,8 +1,11 @@
 """An episode as data: what a person reads and what the trainer learns from, in one file.
 
-`Trajectory` holds the readable conversation (messages, and per turn the command, its output, exit code
-and timings) and the token arrays (ids, loss mask, sampler logprobs) that the trainer consumes. It is
-written as one JSON file per episode; `Trajectory.load` reads it back.
+`Trajectory` holds what the agent did: the readable conversation (messages, and per turn the command, its
+output, exit code and timings) and the token arrays (ids, loss mask, sampler logprobs) that the trainer
+consumes. It holds no reward: the verifier's rewards are the trial's (`trial.result.TrialResult`) and the
+training reward the rollout's (`agent.rollout.Episode`). It is written as one JSON file per episode, to which
+the episode adds its rewards, place in its group and phase timings (`Episode.save_trajectory`; the keys are
+null in a file saved before verification); `Trajectory.load` reads the trajectory back.
 
 Invariants (checked by `validate`): the three token arrays have the same length; the loss mask is 1
 exactly on sampled tokens; every masked-in token has the engine's logprob.
@@ -15,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codedojo.trial.result import EpisodeStatus
+from codedojo.trial.status import EpisodeStatus
 
 FORMAT_VERSION = "codedojo-trajectory-1"
 
@@ -63,10 +66,6 @@ class Trajectory:
     detail: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     """Episode totals: generate, exec, sandbox start, verify, total."""
-    rewards: dict[str, float] | None = None
-    """Filled once the episode is verified."""
-    reward: float | None = None
-    """The scalar training reward under the run's reward shape (None when not valid)."""
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -86,23 +85,27 @@ class Trajectory:
         if any(m == 0 and lp != 0.0 for m, lp in zip(self.loss_mask, self.logprobs, strict=True)):
             raise ValueError("a masked-out token carries a logprob")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, rewards: dict[str, float] | None = None, reward: float | None = None) -> dict[str, Any]:
+        """The file form, with the episode's verified `rewards` and training `reward` (None before verification
+        or without a valid reward) between the timings and the metadata."""
         data = asdict(self)
-        data["status"] = str(self.status)
+        metadata = data.pop("metadata")
+        data.update(status=str(self.status), rewards=rewards, reward=reward, metadata=metadata)
         return {"format": FORMAT_VERSION, **data}
 
-    def save(self, path: Path) -> Path:
+    def save(self, path: Path, *, rewards: dict[str, float] | None = None, reward: float | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
+        tmp.write_text(json.dumps(self.to_dict(rewards=rewards, reward=reward), separators=(",", ":")) + "\n")
         tmp.replace(path)
         return path
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """The trajectory of a file's form; its `rewards` and `reward` (the episode's) are not part of it."""
         if data.get("format") != FORMAT_VERSION:
             raise ValueError(f"not a {FORMAT_VERSION} file (format {data.get('format')!r})")
-        fields = {k: v for k, v in data.items() if k != "format"}
+        fields = {k: v for k, v in data.items() if k not in ("format", "rewards", "reward")}
         fields["status"] = EpisodeStatus(fields["status"])
         fields["turns"] = [Turn(**t) for t in fields["turns"]]
         return cls(**fields)
