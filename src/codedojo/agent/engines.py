@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedojo.inference.protocol import Engine
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelLike
 
 # Models below this many parameters get the `small` prompt profile (worked examples in the prompt).
 SMALL_MODEL_PARAMETERS = 3_000_000_000
 
 
-def profile_for(model: Any) -> str:
+def profile_for(model: ModelLike) -> str:
     """The prompt profile a model spec asks for, else by size: `small` under 3B parameters."""
     from codedojo.inference.specs import resolve_model
 
@@ -25,7 +28,7 @@ def profile_for(model: Any) -> str:
     return "standard"
 
 
-async def open_engine(model: Any, *, device: str | None = None, dtype: Any = "float32",
+async def open_engine(model: ModelLike, *, device: str | None = None, dtype: Any = "float32",
                       **engine_options: Any) -> Engine:
     """A local engine for a model spec or name; loading runs off the event loop.
 

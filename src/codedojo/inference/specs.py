@@ -295,7 +295,11 @@ NAMED_MODELS: dict[str, Callable[[], ModelSpec]] = {
 }
 
 
-def resolve_model(spec: ModelSpec | str) -> ModelSpec:
+ModelLike = ModelSpec | str
+"""What a model argument takes: a spec, or a name or HF folder path that `resolve_model` knows."""
+
+
+def resolve_model(spec: ModelLike) -> ModelSpec:
     """A spec as is; a known name (case-insensitive, HF repo ids too); or a local HF folder path."""
     if not isinstance(spec, str):
         return spec

@@ -29,7 +29,7 @@ import dataclasses
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedojo.config.recipe import EvalConfig, Recipe
 from codedojo.integrations.slime_model import ModelArgs, ModelArgsError, load_hf_config, model_args
@@ -42,6 +42,9 @@ from codedojo.integrations.slime_weights import (
     missing_weights,
 )
 from codedojo.records import record_to_dict
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelLike
 
 EXTRA_CONFIG_FILE = "extra_config.yaml"
 EVAL_CONFIG_FILE = "eval_config.yaml"
@@ -154,7 +157,7 @@ class _Flags:
             self.args += [flag, str(value)]
 
 
-def render_slime_command(recipe: Recipe, *, model: Any, dataset: Any, files_dir: str,
+def render_slime_command(recipe: Recipe, *, model: ModelLike, dataset: Any, files_dir: str,
                          hf_config: dict[str, Any] | None = None) -> SlimeCommand:
     """The slime command for `recipe` training `model` on `dataset`; YAML paths are under `files_dir`.
 
@@ -290,7 +293,7 @@ def dropped_fields(recipe: Recipe) -> list[tuple[str, str]]:
     return [(name, why) for name, why in LAUNCHER_ONLY.items() if getattr(recipe, name) != getattr(defaults, name)]
 
 
-def hf_checkpoint(model: Any) -> str:
+def hf_checkpoint(model: ModelLike) -> str:
     """What slime loads the tokenizer and SGLang weights from: an HF repo id or folder."""
     for attribute in ("hf_repo", "path"):
         value = getattr(model, attribute, None)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from rich.console import Console
@@ -31,6 +31,9 @@ from codedojo.train.optim import OptimizerConfig, build_optimizer, build_schedul
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
 from codedojo.trial.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from codedojo.inference.specs import ModelLike
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +107,7 @@ def load_trajectories(paths: Sequence[Path], *, min_reward: float | None = None)
     return found
 
 
-def run_sft(*, model: Any, trajectories: Sequence[Trajectory], config: SFTConfig, out_dir: Path, device: str,
+def run_sft(*, model: ModelLike, trajectories: Sequence[Trajectory], config: SFTConfig, out_dir: Path, device: str,
             console: Console | None = None) -> dict[str, Any]:
     """Fine-tune `model` on `trajectories`; writes out_dir/final and metrics; returns a summary."""
     from codedojo.inference.specs import resolve_model

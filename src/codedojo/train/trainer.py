@@ -29,7 +29,7 @@ from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
 from codedojo.inference.protocol import Engine, SamplingParams
-from codedojo.inference.specs import LoadedModel, resolve_model
+from codedojo.inference.specs import LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
 from codedojo.sandbox.base import SandboxLimits
@@ -122,7 +122,7 @@ class _Run:
 class LocalTrainer:
     """Runs a TrainConfig on this machine; `await trainer.run()`."""
 
-    def __init__(self, *, model: Any, tasks: list[Task], recipe: Recipe, run_dir: Path, device: str,
+    def __init__(self, *, model: ModelLike, tasks: list[Task], recipe: Recipe, run_dir: Path, device: str,
                  eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
                  console: Console | None = None) -> None:
         self.model_spec = model
