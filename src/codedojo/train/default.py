@@ -16,8 +16,6 @@ import asyncio
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -61,8 +59,12 @@ def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     console.print(f"generating the bundled {tier} tasks into {folder} (once)")
-    subprocess.run([sys.executable, "-m", "codedojo.cli", "tasks", "builtin", "--out", str(tmp), "--tier", tier,
-                    "--seed", str(SUITE_SEED), "--per-repo", str(per_repo)], check=True)
+    from codedojo.cli import main as cli_main
+
+    args = ["tasks", "builtin", "--out", str(tmp), "--tier", tier, "--seed", str(SUITE_SEED),
+            "--per-repo", str(per_repo)]
+    if cli_main(args) != 0:
+        raise RuntimeError(f"`codedojo {' '.join(args)}` failed (its output is above); {tmp} holds what it wrote")
     (tmp / ".complete").write_text("")
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
