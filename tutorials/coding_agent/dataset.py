@@ -10,11 +10,12 @@ Run from the repository root:
     python -m tutorials.coding_agent.dataset mixed          # keep its tasks with 0 < successes < n
 
 By default the tasks are codedojo's bundled suite, checked in local sandboxes and probed with
-SmolLM2-135M-Instruct after the embedded default's warm start (the scripted expert's demonstrations on the
-training pool, then supervised fine-tuning: the base model solves next to nothing, docs/training.md), on the
-guided tier in --smoke. `--source swe-rebench` converts SWE-rebench V2 rows instead (their tasks run on
-prebuilt images: use `--sandbox docker` or `--sandbox modal`), and `--source folder --folder DIR` takes any
-folder of Harbor tasks. Every stage resumes where it stopped when rerun; docs/dataset.md lists the files.
+SmolLM2-135M-Instruct after a warm start made as the embedded default makes its own (the scripted expert's
+demonstrations on this root's training pool, then supervised fine-tuning: the base model solves next to
+nothing, docs/training.md), on the guided tier in --smoke. `--source swe-rebench` converts SWE-rebench V2
+rows instead (their tasks run on prebuilt images: use `--sandbox docker` or `--sandbox modal`), and
+`--source folder --folder DIR` takes any folder of Harbor tasks. Every stage resumes where it stopped when
+rerun; docs/dataset.md lists the files.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ WARM_START = "warm-start.json"
 
 
 def warm(root: Path, *, sizes: Sizes, model: str, device: str | None = None) -> Path:
-    """The embedded default's warm start on this root's training pool (train-full, which the split keeps
+    """A warm start made as the embedded default's, on this root's training pool (train-full, which the split keeps
     repository-disjoint from eval): the scripted expert's demonstrations under the local recipe's budget, then
     SFT with the embedded default's settings, cached (codedojo.train.default.warm_start). Records the model in
     <root>/warm-start.json and returns its folder. Only bundled tasks have an expert."""
