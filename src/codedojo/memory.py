@@ -3,9 +3,9 @@
 A training run alternates phases that each allocate gigabytes of short-lived tensors (rollouts in the engine's
 thread, the update's activations in another) and free them. glibc's malloc keeps much of what is freed: once a
 large block has been freed, blocks of up to 32 MB come from its heaps instead of fresh pages, and a heap keeps
-its free pages. Measured on this project's 2-core machine (torch 2.13, glibc 2.36): 3 GB of 1-3 MB tensors
-allocated and freed left the resident size 2.3 GB higher, for good, and `malloc_trim(0)` gave it back
-(tests/test_memory.py shows the same at 400 MB). Each thread's heap keeps its own high-water mark, so the
+its free pages. `bench/malloc_retention.py` measures it (docs/results/malloc-retention.json: 3,000 MiB of
+1-3 MiB tensors freed in a thread left the process 3,004 MiB larger; after `malloc_trim(0)` 223 MiB resident,
+220 before; torch 2.13, glibc 2.36). Each thread's heap keeps its own high-water mark, so the
 engine's and the update's peaks add up. `return_freed_memory()` between phases keeps a long run at the
 footprint of its largest phase instead of the sum of them.
 """
