@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from codedojo.records import RecordError
@@ -153,3 +155,12 @@ def test_bundled_examples_round_trip_byte_for_byte() -> None:
     for path in tasks:
         text = (path / "task.toml").read_text()
         assert dump_task_config(parse_task_config(text, where=str(path))) == text, path.name
+
+
+def test_a_none_in_free_form_metadata_is_left_out_when_written() -> None:
+    config = parse_task_config('[metadata]\nrepository = "calc"\n', where="x")
+    config = dataclasses.replace(config, metadata={"repository": "calc", "base_commit": None,
+                                                   "nested": {"kept": 1, "gone": None}})
+    text = dump_task_config(config)
+    assert "base_commit" not in text and "gone" not in text
+    assert parse_task_config(text, where="written").metadata == {"repository": "calc", "nested": {"kept": 1}}

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from codedojo import toml_writer
+import tomli_w
+
 from codedojo.records import RecordError, load_record, record_to_dict
 
 SCHEMA_VERSION = "1.4"
@@ -294,7 +295,17 @@ def dump_task_config(config: TaskConfig) -> str:
     """Canonical TOML for `config`: new-style keys only, defaults left out, schema version first."""
     data = record_to_dict(config)
     data = {"schema_version": config.schema_version, **data}
-    return toml_writer.dumps(data)
+    return tomli_w.dumps(_without_none(data))
+
+
+def _without_none(value: Any) -> Any:
+    """`value` with the None entries of its tables dropped at every depth: TOML has no null, and free-form
+    metadata may hold one (a None inside an array stays an error)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def save_task_config(config: TaskConfig, path: Path) -> None:
