@@ -171,6 +171,15 @@ def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: P
     _, _, counts = load_counts(probe_from_dump(source, dump=folder, model="scripted", n=N))
     assert {k: (c.total, c.valid, c.solved) for k, c in counts.items()} == {
         "always": (4, 4, 4), "never": (4, 4, 0), "mixed": (4, 4, 2)}
+    # The counts come from each file's recorded verdicts, not from re-reading its rewards: an episode the
+    # trial judged invalid stays invalid though its rewards say 1.0.
+    first = sorted(folder.glob("always-*.json"))[0]
+    data = json.loads(first.read_text())
+    assert (data["metadata"]["valid"], data["metadata"]["solved"], data["rewards"]["reward"]) == (True, True, 1.0)
+    data["metadata"]["valid"] = data["metadata"]["solved"] = False
+    first.write_text(json.dumps(data))
+    _, _, counts = load_counts(probe_from_dump(source, dump=folder, model="scripted", n=N))
+    assert (counts["always"].total, counts["always"].valid, counts["always"].solved) == (4, 3, 3)
 
 
 def test_counts_from_a_local_trainers_eval_dump(source: Path, tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_build_batch_by_hand() -> None:
                 episode(3, 0, {"reward": 1.0}), episode(3, 1, {"reward": 0.0}, trainable=False)]
     batch = build_batch(episodes, normalize_std=False, drop_uniform=True)
     assert [(s.group, s.advantage) for s in batch.samples] == [(0, 0.5), (0, -0.5), (2, -0.5), (2, 0.5), (3, 0.5)]
-    assert (batch.groups_total, batch.groups_kept, batch.episodes_invalid) == (4, 3, 1)
+    assert batch.groups_total == 4
     assert batch.reward_trained_mean == pytest.approx(3 / 5)
     first = batch.samples[0]
     assert (first.token_ids, first.loss_mask, first.rollout_logprobs) == ([5, 6, 7, 8], [0, 1, 1], [0.0, -0.5, -0.25])
@@ -80,7 +80,7 @@ def test_the_trajectory_file_adds_the_records_outcome_and_sft_filters_on_it(tmp_
     data = json.loads((tmp_path / "e0.0.json").read_text())
     assert list(data)[-4:] == ["timings", "rewards", "reward", "metadata"]
     assert (data["rewards"], data["reward"]) == ({"reward": 1.0}, 1.0)
-    assert data["metadata"] == {"group": 0, "sample": 0, "attempts": 1, "seed": None}
+    assert data["metadata"] == {"group": 0, "sample": 0, "attempts": 1, "seed": None, "valid": True, "solved": True}
     assert data["timings"] == {"generate": 0.5, "agent": 2.0, "verifier": 1.0, "agent_generate": 0.5}
     assert json.loads((tmp_path / "unverified.json").read_text())["reward"] is None
     assert Trajectory.load(tmp_path / "unverified.json") == failed.trajectory

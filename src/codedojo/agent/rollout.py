@@ -109,13 +109,15 @@ class Episode:
 
     def save_trajectory(self, folder: Path) -> Path | None:
         """Write the trajectory file `<folder>/<episode_id>.json`: the agent's trajectory with this episode's
-        rewards, training reward, place in its group, attempts and timings; None without a trajectory."""
+        rewards, training reward, place in its group, attempts, validity, whether it solved the task (as the
+        trial decided it) and timings; None without a trajectory."""
         t = self.trajectory
         if t is None:
             return None
         r = self.request
-        written = replace(t, metadata={**t.metadata, "group": r.group, "sample": r.sample, "attempts": self.attempts,
-                                       "seed": r.seed}, timings={**t.timings, **self.timings})
+        metadata = {**t.metadata, "group": r.group, "sample": r.sample, "attempts": self.attempts, "seed": r.seed,
+                    "valid": self.valid, "solved": self.solved}
+        written = replace(t, metadata=metadata, timings={**t.timings, **self.timings})
         return written.save(folder / f"{t.episode_id}.json", rewards=self.rewards, reward=self.reward)
 
 

@@ -62,11 +62,12 @@ def load_samples(dump: Path) -> list[dict[str, Any]]:
         samples = []
         for path in sorted(dump.glob("*.json")):
             data = json.loads(path.read_text(encoding="utf-8"))
-            rewards = data.get("rewards")
-            samples.append({"label": data.get("task_name"), "reward": data.get("reward"),
-                            "remove_sample": rewards is None,
-                            "metadata": {"solved": bool(rewards) and rewards.get("reward", 0.0) >= 1.0,
-                                         "episode_status": data.get("status")}})
+            rewards, meta = data.get("rewards"), data.get("metadata") or {}
+            # The episode's own verdicts; files written before they were recorded fall back on the rewards.
+            valid = meta["valid"] if "valid" in meta else rewards is not None
+            solved = meta["solved"] if "solved" in meta else bool(rewards) and rewards.get("reward", 0.0) >= 1.0
+            samples.append({"label": data.get("task_name"), "reward": data.get("reward"), "remove_sample": not valid,
+                            "metadata": {"solved": solved, "episode_status": data.get("status")}})
         return samples
     if not dump.is_file():
         raise FileNotFoundError(f"{dump}: no such rollout dump or trajectory folder")

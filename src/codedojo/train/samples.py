@@ -40,9 +40,6 @@ class TrainSample:
 class Batch:
     samples: list[TrainSample]
     groups_total: int
-    groups_kept: int
-    """Groups left after dropping uniform ones (dynamic sampling) and groups without two valid members."""
-    episodes_invalid: int
     reward_trained_mean: float
     """Mean training reward of the episodes the samples come from (0 without samples)."""
 
@@ -55,14 +52,11 @@ def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_unifor
     for e in episodes:
         groups.setdefault(e.request.group, []).append(e)
     trained: list[tuple[TrainSample, float]] = []
-    kept = 0
     for group, members in sorted(groups.items()):
         rewards = [e.reward for e in members]
         if drop_uniform and is_uniform(rewards):
             continue
         advantages = group_advantages(rewards, normalize_std=normalize_std)
-        if sum(r is not None for r in rewards) >= 2:
-            kept += 1
         for episode, reward, advantage in zip(members, rewards, advantages, strict=True):
             trajectory = episode.trajectory
             if reward is None or trajectory is None or sum(trajectory.loss_mask) == 0:
@@ -74,8 +68,7 @@ def build_batch(episodes: Sequence[Episode], *, normalize_std: bool, drop_unifor
     if max_groups is not None:
         chosen = set(sorted({sample.group for sample, _ in trained})[:max_groups])
         trained = [(sample, reward) for sample, reward in trained if sample.group in chosen]
-    return Batch(samples=[sample for sample, _ in trained], groups_total=len(groups), groups_kept=kept,
-                 episodes_invalid=sum(not e.valid for e in episodes),
+    return Batch(samples=[sample for sample, _ in trained], groups_total=len(groups),
                  reward_trained_mean=statistics.fmean(r for _, r in trained) if trained else 0.0)
 
 
