@@ -29,7 +29,6 @@ from codedojo.data.journal import append_record, open_journal
 from codedojo.data.provenance import describe_input, tree_sha256, write_provenance
 from codedojo.data.rows import Row, save_rows
 from codedojo.progress import stage_progress
-from codedojo.tasks.factory.statements import CURRICULUM_TIERS
 from codedojo.tasks.task import Task, TaskError, discover_tasks
 
 ALL = "all.jsonl"
@@ -133,11 +132,7 @@ def ingest_builtin(*, root: Path, tier: str | None = None, limit: int | None = N
                 progress.update(bar, completed=done + accepted, note=f"{name}: {tested} mutants tested")
 
             candidates = pipeline.find_candidates(repo, seed=seed, quota=quota, workers=workers, on_progress=report)
-            specs = [pipeline.task_spec(repo, c, index=i, seed=seed, source="codedojo-builtin")
-                     for i, c in enumerate(candidates)]
-            if tier in CURRICULUM_TIERS:  # as `codedojo tasks builtin --tier`: the warm-up bugs, restated
-                specs = [pipeline.task_spec(repo, c, index=i, seed=seed, source="codedojo-builtin", restate=tier)
-                         for i, (c, s) in enumerate(zip(candidates, specs, strict=True)) if s.tier == "warmup"]
+            specs = pipeline.specs_for(repo, candidates, seed=seed, source="codedojo-builtin", tier=tier)
             written = pipeline.write_suite([repo], [specs], tasks_dir, tier=tier, limit=None)
             index = {spec.name: i for i, spec in enumerate(specs)}
             record = {"repository": name, "tasks": [[index[p.name], p.name] for p in written]}

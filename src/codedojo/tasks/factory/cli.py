@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from codedojo.tasks.factory.statements import ALL_TIERS, CURRICULUM_TIERS
+from codedojo.tasks.factory.statements import ALL_TIERS
 
 
 def register(tasks_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,7 +50,7 @@ def register(tasks_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: str) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from codedojo.tasks.factory.pipeline import find_candidates, quota_for, task_spec, write_suite
+    from codedojo.tasks.factory.pipeline import find_candidates, quota_for, specs_for, write_suite
 
     if args.limit is not None and args.limit < 1:
         print(f"--limit must be at least 1, got {args.limit}", file=sys.stderr)
@@ -59,7 +59,6 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
         print(f"{args.out}: exists and is not empty; pick a new directory or remove it", file=sys.stderr)
         return 2
     quota = quota_for(args.limit, num_repos=len(repos), per_repo=per_repo, tier=args.tier)
-    restate = args.tier if args.tier in CURRICULUM_TIERS else None
     started = time.monotonic()
     specs_by_repo = []
     tested: dict[str, int] = {}
@@ -76,11 +75,7 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
             candidates = find_candidates(
                 repo, seed=args.seed, quota=quota, workers=args.workers, python=args.python, on_progress=report
             )
-            specs = [task_spec(repo, c, index=i, seed=args.seed, source=source) for i, c in enumerate(candidates)]
-            if restate is not None:  # the warm-up tier's bugs, in the curriculum tier's words
-                specs = [task_spec(repo, c, index=i, seed=args.seed, source=source, restate=restate)
-                         for i, (c, s) in enumerate(zip(candidates, specs, strict=True)) if s.tier == "warmup"]
-            specs_by_repo.append(specs)
+            specs_by_repo.append(specs_for(repo, candidates, seed=args.seed, source=source, tier=args.tier))
     written = write_suite(repos, specs_by_repo, args.out, tier=args.tier, limit=args.limit)
     print(f"wrote {len(written)} tasks from {len(repos)} repositories to {args.out} "
           f"({sum(tested.values())} mutants tested) in {time.monotonic() - started:.1f} s")  # fmt: skip

@@ -215,6 +215,18 @@ def tier_for(repo: Repository, index: int, *, seed: int) -> str:
     return TIERS[(index + offset) % len(TIERS)]
 
 
+def specs_for(repo: Repository, candidates: Sequence[Candidate], *, seed: int, source: str,
+              tier: str | None = None) -> list[TaskSpec]:
+    """The tasks of one repository's accepted mutants, in candidate order: each in the tier dealt to it, or,
+    for a curriculum `tier`, only the warm-up tier's bugs, each restated in that tier's words (same mutant,
+    same tests; the task keeps its candidate index). `codedojo tasks builtin` and the bundled-suite ingest
+    both build their tasks here."""
+    if tier not in CURRICULUM_TIERS:
+        return [task_spec(repo, c, index=i, seed=seed, source=source) for i, c in enumerate(candidates)]
+    return [task_spec(repo, c, index=i, seed=seed, source=source, restate=tier)
+            for i, c in enumerate(candidates) if tier_for(repo, i, seed=seed) == "warmup"]
+
+
 def task_spec(repo: Repository, candidate: Candidate, *, index: int, seed: int, source: str,
               restate: str | None = None) -> TaskSpec:
     """The task for one accepted mutant. Its tier is dealt round-robin (`tier_for`); with `restate` (a
