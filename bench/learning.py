@@ -173,7 +173,8 @@ def run_eval(model: Any, tasks: list[Task], *, args: argparse.Namespace, n: int,
         try:
             return await evaluate(tasks, engine=engine, n=n, agent_config=agent_config(args, temperature=temperature),
                                   rollout=RolloutConfig(max_open_sandboxes=args.concurrency), seed=seed,
-                                  trajectory_dir=out.with_suffix(""), console=console)
+                                  trajectory_dir=out.with_suffix(""), model=str(model),
+                                  console=console)
         finally:
             await engine.close()
 

@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="prompt profile (default: the model's)")
     p.add_argument("--max-sandboxes", type=int, default=8, help="episodes holding a sandbox at once (default: 8)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
-    p.add_argument("--trajectories", type=Path, default=None, help="write each episode's trajectory here")
+    p.add_argument("--trajectories", type=Path, default=None,
+                   help="write each episode's trajectory here; the same evaluation rerun with the same folder "
+                        "resumes (finished episodes are read back, not run again)")
     p.add_argument("--device", default=None, help="torch device for a local model (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_eval)
@@ -74,7 +76,8 @@ def _eval(args: argparse.Namespace) -> int:
             engine = await open_engine(args.model, device=args.device)
         try:
             return await evaluate(tasks, engine=engine, n=args.n, agent_config=config, rollout=rollout,
-                                  seed=args.seed, trajectory_dir=args.trajectories, console=console)
+                                  seed=args.seed, trajectory_dir=args.trajectories, model=args.model,
+                                  console=console)
         finally:
             await engine.close()
 

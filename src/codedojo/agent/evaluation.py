@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from codedojo.agent.loop import AgentConfig
+from codedojo.agent.loop import AgentConfig, episode_id_for
 from codedojo.agent.prompts import PromptProfile
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.inference.protocol import Engine
 from codedojo.tasks.task import Task
+from codedojo.trial.reward import RewardShape, shape_for
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -116,16 +118,73 @@ def score(episodes: Sequence[Episode], *, tasks: Sequence[Task], n: int, wall_se
                       episodes=list(episodes))
 
 
+MANIFEST = ".codedojo-evaluation"
+"""The settings file an evaluation writes into its trajectory folder (no .json suffix: it is not a trajectory)."""
+
+
+def _manifest(tasks: Sequence[Task], *, n: int, seed: int, agent_config: AgentConfig, model: str | None,
+              rollout: RolloutConfig) -> dict[str, Any]:
+    return {"format": "codedojo-evaluation-1", "model": model, "n": n, "seed": seed,
+            "tasks": [t.name for t in tasks], "reward_shape": rollout.reward_shape,
+            "agent": json.loads(json.dumps(asdict(agent_config), default=str))}
+
+
+def finished_episodes(requests: Sequence[EpisodeRequest], folder: Path, *, manifest: dict[str, Any],
+                      reward_shape: RewardShape) -> dict[int, Episode]:
+    """The episodes of `requests` (by index) an earlier run of the same evaluation left in `folder`.
+
+    The folder's manifest must match `manifest` (tasks, n, seed, agent settings, model): otherwise, or when the
+    folder holds trajectory files but no manifest, a ValueError says so rather than mix two evaluations. A
+    matching manifest is (re)written, so a run cut at any point resumes with the episodes it finished.
+    """
+    path = folder / MANIFEST
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in manifest.keys() | stored.keys() if manifest.get(k) != stored.get(k))
+        if changed:
+            raise ValueError(f"{folder} holds the trajectories of another evaluation (it differs in "
+                             f"{', '.join(changed)}); pass a new trajectory folder, or remove this one to start over")
+    elif folder.is_dir() and any(folder.glob("*.json")):
+        raise ValueError(f"{folder} already holds trajectory files that no evaluation manifest ({MANIFEST}) "
+                         "describes; pass a new trajectory folder, or remove this one to start over")
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    found = {}
+    for i, request in enumerate(requests):
+        name = episode_id_for(request.task.name, request.seed)
+        shape = shape_for(request.task, reward_shape)
+        episode = Episode.load_finished(folder / f"{name}.json", request, reward_shape=shape)
+        if episode is not None:
+            found[i] = episode
+    return found
+
+
 async def evaluate(tasks: Sequence[Task], *, engine: Engine, n: int, agent_config: AgentConfig,
                    rollout: RolloutConfig, profile: PromptProfile | None = None, seed: int = 0,
-                   trajectory_dir: Path | None = None, console: Console | None = None) -> EvalReport:
-    """Run `n` episodes of every task and score them."""
+                   trajectory_dir: Path | None = None, model: str | None = None,
+                   console: Console | None = None) -> EvalReport:
+    """Run `n` episodes of every task and score them.
+
+    With a `trajectory_dir` the evaluation resumes: the episodes a cut run of the same evaluation finished
+    there (same tasks, n, seed, agent settings and `model`, a name for the weights being evaluated) are read
+    back instead of run again, and an infrastructure failure is retried. The report's `wall_sec` is this
+    run's.
+    """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     requests = [EpisodeRequest(task=task, group=i, sample=j, seed=seed * 100_003 + i * 1009 + j)
                 for i, task in enumerate(tasks) for j in range(n)]
     started = time.monotonic()
-    episodes = await run_episodes_with_progress(requests, label="evaluating", console=console, engine=engine,
+    done: dict[int, Episode] = {}
+    if trajectory_dir is not None:
+        manifest = _manifest(tasks, n=n, seed=seed, agent_config=agent_config, model=model, rollout=rollout)
+        done = finished_episodes(requests, Path(trajectory_dir), manifest=manifest,
+                                 reward_shape=rollout.reward_shape)
+        if done and console is not None:
+            console.print(f"resuming: {len(done)} of {len(requests)} episodes already in {trajectory_dir}")
+    todo = [r for i, r in enumerate(requests) if i not in done]
+    ran = iter(await run_episodes_with_progress(todo, label="evaluating", console=console, engine=engine,
                                                 agent_config=agent_config, rollout=rollout, profile=profile,
-                                                trajectory_dir=trajectory_dir)
+                                                trajectory_dir=trajectory_dir) if todo else [])
+    episodes = [done[i] if i in done else next(ran) for i in range(len(requests))]
     return score(episodes, tasks=tasks, n=n, wall_sec=time.monotonic() - started)

@@ -36,6 +36,13 @@ from codedojo.trial.trajectory import Trajectory, Turn
 MIN_REPLY_TOKENS = 8
 
 
+def episode_id_for(task_name: str, seed: int | None) -> str:
+    """An episode's id (its trajectory file's name and the engine's session key): reproducible for a seeded
+    episode, random otherwise."""
+    suffix = f"s{seed:010d}" if seed is not None else uuid.uuid4().hex[:12]
+    return f"{task_name[:40].replace('/', '_')}-{suffix}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentConfig:
     """Limits and choices of the agent loop. Defaults are the reference workflow's."""
@@ -135,9 +142,7 @@ class _Episode:
         budget = self.config.episode_timeout_sec if timeout_sec is None else min(timeout_sec,
                                                                                  self.config.episode_timeout_sec)
         self.deadline = time.monotonic() + budget
-        # Seeded episodes get a reproducible id (it is also the engine's session key).
-        suffix = f"s{agent.seed:010d}" if agent.seed is not None else uuid.uuid4().hex[:12]
-        self.episode_id = f"{task.name[:40].replace('/', '_')}-{suffix}"
+        self.episode_id = episode_id_for(task.name, agent.seed)
         self.turns: list[Turn] = []
         self.timings = {"generate": 0.0, "exec": 0.0}
         self.detail: str | None = None

@@ -15,8 +15,9 @@ episode (the training reward, validity, solved, timings) is a property read from
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import PromptProfile
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
-from codedojo.trial.result import TrialResult
+from codedojo.trial.result import PhaseTimings, TrialResult
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
 from codedojo.trial.status import EpisodeStatus
@@ -46,6 +47,9 @@ class RolloutConfig:
     trial: TrialOptions = field(default_factory=TrialOptions)
     """Sandbox backend, limits and timeout multiplier."""
 
+
+PHASES = tuple(f.name for f in fields(PhaseTimings))
+"""The trial phases whose wall seconds a trajectory file's `timings` holds beside the agent's own."""
 
 @dataclass(frozen=True, kw_only=True)
 class EpisodeRequest:
@@ -116,9 +120,30 @@ class Episode:
             return None
         r = self.request
         metadata = {**t.metadata, "group": r.group, "sample": r.sample, "attempts": self.attempts, "seed": r.seed,
-                    "valid": self.valid, "solved": self.solved}
+                    "valid": self.valid, "solved": self.solved, "trial_status": self.status.value}
         written = replace(t, metadata=metadata, timings={**t.timings, **self.timings})
         return written.save(folder / f"{t.episode_id}.json", rewards=self.rewards, reward=self.reward)
+
+    @classmethod
+    def load_finished(cls, path: Path, request: EpisodeRequest, *, reward_shape: RewardShape) -> Episode | None:
+        """The episode `save_trajectory` wrote to `path` for `request`, or None where there is nothing to reuse:
+        no file, a file of another episode, one written before the trial's verdicts were recorded, or an
+        episode without a valid reward (an infrastructure failure is run again)."""
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        meta = data.get("metadata") or {}
+        if not meta.get("valid") or "trial_status" not in meta or data.get("task_name") != request.task.name:
+            return None
+        if (meta.get("group"), meta.get("sample"), meta.get("seed")) != (request.group, request.sample, request.seed):
+            return None
+        trajectory = Trajectory.from_dict(data)
+        timings = data.get("timings") or {}
+        result = TrialResult(task_name=request.task.name, task_path=str(request.task.path), agent="resumed",
+                             status=EpisodeStatus(meta["trial_status"]), rewards=data.get("rewards"),
+                             timings=PhaseTimings(**{k: timings[k] for k in PHASES if k in timings}),
+                             trajectory=trajectory)
+        return cls(request=request, result=result, reward_shape=reward_shape, attempts=int(meta.get("attempts", 1)))
 
 
 class ThrottledEngine:
