@@ -51,6 +51,7 @@ class RolloutConfig:
 PHASES = tuple(f.name for f in fields(PhaseTimings))
 """The trial phases whose wall seconds a trajectory file's `timings` holds beside the agent's own."""
 
+
 @dataclass(frozen=True, kw_only=True)
 class EpisodeRequest:
     task: Task
