@@ -14,11 +14,11 @@ from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import RolloutConfig
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.data.dumps import probe_from_dump
-from codedojo.data.journal import JournalError
 from codedojo.data.mixed import mixed_subset
 from codedojo.data.probe import TaskCounts, episode_seed, load_counts, probe_tasks, save_counts
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.journal import JournalError
 from data_support import RIGHT, SUBMIT, WRONG, make_answer_task, synthetic_row, write_rows
 
 TOKENIZER = byte_level_tokenizer(chat_template=CHATML)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from codedojo.agent.evaluation import MANIFEST, evaluate
+from codedojo.agent.evaluation import SETTINGS_JOURNAL, evaluate
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.rollout import RolloutConfig
@@ -55,7 +55,7 @@ def test_a_cut_evaluation_resumes_with_the_same_report(tmp_path: Path) -> None:
     folder = tmp_path / "eval"
     whole, played = run(folder)
     assert len(played) == N and whole["per_task"][0]["solved"] == 2
-    assert json.loads((folder / MANIFEST).read_text())["model"] == "scripted"
+    assert json.loads((folder / SETTINGS_JOURNAL).read_text())["settings"]["model"] == "scripted"
     files = sorted(folder.glob("*.json"))
     assert len(files) == N
     for cut in files[1:3]:  # the run was cut before these two finished
@@ -81,11 +81,11 @@ def test_an_episode_without_a_valid_reward_is_run_again(tmp_path: Path) -> None:
 def test_a_folder_of_another_evaluation_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "eval"
     whole, _ = run(folder)
-    with pytest.raises(ValueError, match=r"differs in model\)"):
+    with pytest.raises(ValueError, match=r"\(model differ\)"):
         run(folder, model="another-model")
-    with pytest.raises(ValueError, match=r"differs in n\)"):
+    with pytest.raises(ValueError, match=r"\(n differ\)"):
         run(folder, n=2)
     assert run(folder)[0] == whole  # the refusals left the folder as it was
-    (folder / MANIFEST).unlink()  # trajectory files no manifest describes (an older or foreign folder)
-    with pytest.raises(ValueError, match="no evaluation manifest"):
+    (folder / SETTINGS_JOURNAL).unlink()  # trajectory files no journal describes (an older or foreign folder)
+    with pytest.raises(ValueError, match="no evaluation journal"):
         run(folder)

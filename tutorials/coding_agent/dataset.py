@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if not name or name in {".", ".."} or "/" in name:
         parser.error(f"dataset root must be a single folder name, got {name!r}")
     root = args.data_dir / name
-    from codedojo.data.journal import JournalError
+    from codedojo.journal import JournalError
 
     try:
         if args.step in ("all", "prepare"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -18,6 +17,7 @@ from codedojo.agent.loop import AgentConfig, episode_id_for
 from codedojo.agent.prompts import PromptProfile
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.inference.protocol import Engine
+from codedojo.journal import open_journal
 from codedojo.tasks.task import Task
 from codedojo.trial.reward import RewardShape, shape_for
 
@@ -118,37 +118,31 @@ def score(episodes: Sequence[Episode], *, tasks: Sequence[Task], n: int, wall_se
                       episodes=list(episodes))
 
 
-MANIFEST = ".codedojo-evaluation"
-"""The settings file an evaluation writes into its trajectory folder (no .json suffix: it is not a trajectory)."""
+SETTINGS_JOURNAL = ".codedojo-evaluation"
+"""The journal header an evaluation writes into its trajectory folder: its settings (no .json suffix: it is
+not a trajectory). The finished episodes are the trajectory files themselves."""
 
 
-def _manifest(tasks: Sequence[Task], *, n: int, seed: int, agent_config: AgentConfig, model: str | None,
+def _settings(tasks: Sequence[Task], *, n: int, seed: int, agent_config: AgentConfig, model: str | None,
               rollout: RolloutConfig) -> dict[str, Any]:
     return {"format": "codedojo-evaluation-1", "model": model, "n": n, "seed": seed,
-            "tasks": [t.name for t in tasks], "reward_shape": rollout.reward_shape,
-            "agent": json.loads(json.dumps(asdict(agent_config), default=str))}
+            "tasks": [t.name for t in tasks], "reward_shape": rollout.reward_shape, "agent": asdict(agent_config)}
 
 
-def finished_episodes(requests: Sequence[EpisodeRequest], folder: Path, *, manifest: dict[str, Any],
+def finished_episodes(requests: Sequence[EpisodeRequest], folder: Path, *, settings: dict[str, Any],
                       reward_shape: RewardShape) -> dict[int, Episode]:
     """The episodes of `requests` (by index) an earlier run of the same evaluation left in `folder`.
 
-    The folder's manifest must match `manifest` (tasks, n, seed, agent settings, model): otherwise, or when the
-    folder holds trajectory files but no manifest, a ValueError says so rather than mix two evaluations. A
-    matching manifest is (re)written, so a run cut at any point resumes with the episodes it finished.
+    The folder's settings journal (`codedojo.journal`) must hold `settings` (tasks, n, seed, agent settings, model):
+    otherwise a JournalError names what differs, and a folder with trajectory files but no journal is refused
+    too, rather than mix two evaluations. A new folder gets the journal first, so a run cut at any point
+    resumes with the episodes it finished.
     """
-    path = folder / MANIFEST
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in manifest.keys() | stored.keys() if manifest.get(k) != stored.get(k))
-        if changed:
-            raise ValueError(f"{folder} holds the trajectories of another evaluation (it differs in "
-                             f"{', '.join(changed)}); pass a new trajectory folder, or remove this one to start over")
-    elif folder.is_dir() and any(folder.glob("*.json")):
-        raise ValueError(f"{folder} already holds trajectory files that no evaluation manifest ({MANIFEST}) "
+    journal = folder / SETTINGS_JOURNAL
+    if not journal.is_file() and folder.is_dir() and any(folder.glob("*.json")):
+        raise ValueError(f"{folder} already holds trajectory files that no evaluation journal ({SETTINGS_JOURNAL}) "
                          "describes; pass a new trajectory folder, or remove this one to start over")
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    open_journal(journal, settings=settings)
     found = {}
     for i, request in enumerate(requests):
         name = episode_id_for(request.task.name, request.seed)
@@ -177,8 +171,8 @@ async def evaluate(tasks: Sequence[Task], *, engine: Engine, n: int, agent_confi
     started = time.monotonic()
     done: dict[int, Episode] = {}
     if trajectory_dir is not None:
-        manifest = _manifest(tasks, n=n, seed=seed, agent_config=agent_config, model=model, rollout=rollout)
-        done = finished_episodes(requests, Path(trajectory_dir), manifest=manifest,
+        settings = _settings(tasks, n=n, seed=seed, agent_config=agent_config, model=model, rollout=rollout)
+        done = finished_episodes(requests, Path(trajectory_dir), settings=settings,
                                  reward_shape=rollout.reward_shape)
         if done and console is not None:
             console.print(f"resuming: {len(done)} of {len(requests)} episodes already in {trajectory_dir}")

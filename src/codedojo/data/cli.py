@@ -121,7 +121,7 @@ def _fail(message: str) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     from codedojo.data.ingest import ingest_builtin, ingest_folder, ingest_swerebench
-    from codedojo.data.journal import JournalError
+    from codedojo.journal import JournalError
 
     try:
         if args.builtin:
@@ -155,8 +155,8 @@ def _prefilter(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     import asyncio
 
-    from codedojo.data.journal import JournalError
     from codedojo.data.validation import validate_tasks
+    from codedojo.journal import JournalError
 
     try:
         out = asyncio.run(validate_tasks(args.input, output=_output(args, "validated.jsonl"), workers=args.workers,
@@ -194,7 +194,7 @@ def _sample(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     import asyncio
 
-    from codedojo.data.journal import JournalError
+    from codedojo.journal import JournalError
 
     try:
         if args.from_dump:

@@ -25,9 +25,9 @@ from typing import Any
 from rich.console import Console
 
 from codedojo.config.dataset import task_row
-from codedojo.data.journal import append_record, open_journal
 from codedojo.data.provenance import describe_input, tree_sha256, write_provenance
 from codedojo.data.rows import Row, save_rows
+from codedojo.journal import append_record, open_journal
 from codedojo.progress import stage_progress
 from codedojo.tasks.task import Task, TaskError, discover_tasks
 

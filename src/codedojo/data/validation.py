@@ -17,9 +17,9 @@ from typing import Any
 
 from rich.console import Console
 
-from codedojo.data.journal import append_record, open_journal
 from codedojo.data.provenance import describe_input, tasks_sha256, write_provenance
 from codedojo.data.rows import load_rows, row_key, save_rows, task_dir
+from codedojo.journal import append_record, open_journal
 from codedojo.progress import stage_progress
 from codedojo.tasks.task import Task, TaskError
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
