@@ -115,10 +115,14 @@ def git_commit() -> str | None:
     return out.stdout.strip()
 
 
+def plan_seeds(seed: int) -> dict[str, int]:
+    """Every stage's seed, from the plan's root seed."""
+    return {"demos": seed, "sft": seed, "grpo": seed, "rs_sampling": seed + 1, "rs_sft": seed, "eval": seed + 7}
+
+
 def make_plan(args: argparse.Namespace, *, train: list[Task], held_out: list[Task],
               transfer: list[Task]) -> dict[str, Any]:
-    seeds = {"demos": args.seed, "sft": args.seed, "grpo": args.seed, "rs_sampling": args.seed + 1,
-             "rs_sft": args.seed, "eval": args.seed + 7}
+    seeds = plan_seeds(args.seed)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
                 if k not in ("out", "work", "device", "concurrency")}
     return {
@@ -210,6 +214,66 @@ def rs_tasks(train: list[Task], episodes: int) -> tuple[list[Task], int]:
     return train[:count], per_task
 
 
+def build_tasks(args: argparse.Namespace, console: Console, *, with_transfer: bool = True
+                ) -> tuple[list[Task], list[Task], list[Task]]:
+    """Stage 1: the training, held-out and transfer (warm-up restatement of the held-out bugs) tasks."""
+    held = tuple(r for r in args.held_out.split(",") if r)
+    if args.tasks is not None:
+        train, held_out = split_by_repository(discover_tasks([args.tasks]), held_out=held)
+        transfer: list[Task] = []
+    else:
+        suite = builtin_suite(console=console, tier=args.tier, per_repo=args.per_repo)
+        train, held_out = split_by_repository(discover_tasks([suite]), held_out=held)
+        transfer = []
+        if args.tier != "warmup" and with_transfer:
+            warm = builtin_suite(console=console, tier="warmup", per_repo=args.per_repo)
+            _, transfer = split_by_repository(discover_tasks([warm]), held_out=held)
+    if not train or not held_out:
+        raise SystemExit(f"{len(train)} training and {len(held_out)} held-out tasks: need both "
+                         f"(held-out repositories: {', '.join(held)})")
+    return train, held_out, transfer
+
+
+def make_demos(args: argparse.Namespace, train: list[Task], *, seed: int, console: Console) -> bool:
+    """Stage 2: the expert's demonstrations in <work>/demos; False when they were there already."""
+    demo_dir = args.work / "demos"
+    if (demo_dir / ".complete").is_file():
+        return False
+    tokenizer = resolve_model(args.model).load_tokenizer()
+    _, counts = asyncio.run(demonstrations(train, tokenizer=tokenizer, per_task=1, seed=seed,
+                                           agent_config=agent_config(args, temperature=1.0), out_dir=demo_dir,
+                                           concurrency=4))
+    if not counts["solved"]:
+        raise SystemExit(f"the expert solved none of the {len(train)} training tasks: {counts}")
+    (demo_dir / ".complete").write_text(json.dumps(counts))
+    return True
+
+
+def make_sft(args: argparse.Namespace, *, seed: int, console: Console) -> bool:
+    """Stage 3: the SFT model in <work>/sft/final; False when it was there already."""
+    sft_dir = args.work / "sft"
+    if (sft_dir / "final" / "config.json").is_file():
+        return False
+    run_sft(model=args.model, trajectories=load_trajectories([args.work / "demos"]), device=args.device,
+            out_dir=sft_dir, config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
+                                              seed=seed), console=console)
+    return True
+
+
+def run_grpo(args: argparse.Namespace, train: list[Task], model: Any, *, steps: int, lr: float, seed: int,
+             run_dir: Path) -> None:
+    """Stage 4: GRPO from `model` on the training tasks with the plan's recipe settings."""
+    recipe = SmolLM2_Recipe(
+        num_rollout=steps, rollout_batch_size=args.rollout_batch_size,
+        n_samples_per_prompt=args.n_samples, lr=lr, global_batch_size=args.global_batch_size,
+        rollout_max_response_len=args.max_new_tokens,
+        rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
+        max_open_sandboxes=args.concurrency, seed=seed, save="checkpoints",
+        save_interval=steps, extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
+    TrainConfig(model=model, dataset=AgentTaskDataset(write_dataset(train, args.work / "train.jsonl")),
+                recipe=recipe, run_dir=run_dir, device=args.device).launch()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
@@ -227,19 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         return_freed_memory()  # the stage's freed tensors go back before the next stage allocates its own
 
     t0 = time.monotonic()
-    if args.tasks is not None:
-        train, held_out = split_by_repository(discover_tasks([args.tasks]), held_out=held)
-        transfer: list[Task] = []
-    else:
-        suite = builtin_suite(console=console, tier=args.tier, per_repo=args.per_repo)
-        train, held_out = split_by_repository(discover_tasks([suite]), held_out=held)
-        transfer = []
-        if args.tier != "warmup":
-            warm = builtin_suite(console=console, tier="warmup", per_repo=args.per_repo)
-            _, transfer = split_by_repository(discover_tasks([warm]), held_out=held)
-    if not train or not held_out:
-        raise SystemExit(f"{len(train)} training and {len(held_out)} held-out tasks: need both "
-                         f"(held-out repositories: {', '.join(held)})")
+    train, held_out, transfer = build_tasks(args, console)
     plan = register(make_plan(args, train=train, held_out=held_out, transfer=transfer), work)
     seeds = plan["seeds"]
     console.print(f"{len(train)} training tasks, {len(held_out)} held-out tasks ({', '.join(held)}), "
@@ -247,38 +299,18 @@ def main(argv: list[str] | None = None) -> int:
     stage("tasks", t0)
 
     t0 = time.monotonic()
-    demo_dir = work / "demos"
-    if not (demo_dir / ".complete").is_file():
-        tokenizer = resolve_model(args.model).load_tokenizer()
-        _, counts = asyncio.run(demonstrations(train, tokenizer=tokenizer, per_task=1, seed=seeds["demos"],
-                                               agent_config=agent_config(args, temperature=1.0), out_dir=demo_dir,
-                                               concurrency=4))
-        if not counts["solved"]:
-            raise SystemExit(f"the expert solved none of the {len(train)} training tasks: {counts}")
-        (demo_dir / ".complete").write_text(json.dumps(counts))
+    if make_demos(args, train, seed=seeds["demos"], console=console):
         stage("demos", t0)
 
     t0 = time.monotonic()
-    sft_dir = work / "sft"
-    if not (sft_dir / "final" / "config.json").is_file():
-        run_sft(model=args.model, trajectories=load_trajectories([demo_dir]), device=args.device, out_dir=sft_dir,
-                config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
-                                 seed=seeds["sft"]), console=console)
+    if make_sft(args, seed=seeds["sft"], console=console):
         stage("sft", t0)
-    sft_model = HFFolder(path=str(sft_dir / "final"))
+    sft_model = HFFolder(path=str(work / "sft" / "final"))
 
     t0 = time.monotonic()
     grpo_dir = work / "grpo"
     if not (grpo_dir / "final" / "config.json").is_file():
-        recipe = SmolLM2_Recipe(
-            num_rollout=args.grpo_steps, rollout_batch_size=args.rollout_batch_size,
-            n_samples_per_prompt=args.n_samples, lr=args.grpo_lr, global_batch_size=args.global_batch_size,
-            rollout_max_response_len=args.max_new_tokens,
-            rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
-            max_open_sandboxes=args.concurrency, seed=seeds["grpo"], save="checkpoints",
-            save_interval=args.grpo_steps, extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
-        TrainConfig(model=sft_model, dataset=AgentTaskDataset(write_dataset(train, work / "train.jsonl")),
-                    recipe=recipe, run_dir=grpo_dir, device=args.device).launch()
+        run_grpo(args, train, sft_model, steps=args.grpo_steps, lr=args.grpo_lr, seed=seeds["grpo"], run_dir=grpo_dir)
         stage("grpo", t0)
 
     t0 = time.monotonic()
