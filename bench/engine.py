@@ -29,7 +29,8 @@ the same dtype (`auto`: what it resolves to).
 Prints one JSON object: per workload, every side's generated tokens/s, seconds, prompt tokens computed,
 the ratio (ours / HF, and ours / each peer) and the peak RSS during each side; plus the environment,
 including the load average (the machine is shared: other processes slow every side, which is why the
-sides alternate). `--scale` shrinks every count (episodes, turns, tokens) for a quick smoke run.
+sides alternate). `--no-hf` leaves Hugging Face out (to compare our dtypes, or ours with the peer, quickly).
+`--scale` shrinks every count (episodes, turns, tokens) for a quick smoke run.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def scaled(n: int, scale: float, minimum: int = 1) -> int:
 
 
 async def workload_a(
-    ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
+    ours: LocalEngine, hf: HFBaseline | None, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
 ) -> dict[str, Any]:
     rng = random.Random(1)
     prompts = [random_tokens(rng, rng.randint(100, 500), vocab) for _ in range(scaled(32, scale, 2))]
@@ -172,6 +173,7 @@ async def workload_a(
         return sum(len(o.token_ids) for o in outs)
 
     async def run_hf() -> int:
+        assert hf is not None
         outs = await hf.generate(prompts, new, seed=0)
         return sum(len(o) for o in outs)
 
@@ -186,7 +188,7 @@ async def workload_a(
 
 
 async def workload_b(
-    ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
+    ours: LocalEngine, hf: HFBaseline | None, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
 ) -> dict[str, Any]:
     rng = random.Random(2)
     samples, turns, new = scaled(8, scale, 2), scaled(4, scale, 2), scaled(48, scale, 4)
@@ -211,6 +213,7 @@ async def workload_b(
         for turn in range(turns):
             for i in range(samples):
                 histories[i] += observations[i][turn]
+            assert hf is not None
             outs = await hf.generate(histories, new, seed=turn)
             for i in range(samples):
                 histories[i] += outs[i]
@@ -234,7 +237,7 @@ async def workload_b(
 
 
 async def workload_c(
-    ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
+    ours: LocalEngine, hf: HFBaseline | None, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
 ) -> dict[str, Any]:
     rng = random.Random(3)
     episodes, turns, new = scaled(16, scale, 2), scaled(4, scale, 2), scaled(48, scale, 4)
@@ -262,6 +265,7 @@ async def workload_c(
         return list((await ours.generate(history, params, session_id=f"c-{i}")).token_ids)
 
     async def hf_turn(i: int, history: list[int]) -> list[int]:
+        assert hf is not None
         return (await hf.generate([history], new, seed=len(history)))[0]
 
     async def run_ours() -> int:
@@ -283,7 +287,7 @@ async def workload_c(
 
 
 async def workload_d(
-    ours: LocalEngine, hf: HFBaseline, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
+    ours: LocalEngine, hf: HFBaseline | None, vocab: int, scale: float, repeat: int, *, peers: tuple[Peer, ...] = ()
 ) -> dict[str, Any]:
     """Batch 1: prefill and decode rates of one sequence; each side's fastest of `repeat` (alternating)."""
     rng = random.Random(4)
@@ -295,6 +299,7 @@ async def workload_d(
         await ours.generate(prompt, SamplingParams(max_new_tokens=tokens, ignore_eos=True, seed=0))
 
     async def hf_turn(tokens: int) -> None:
+        assert hf is not None
         await hf.generate([prompt], tokens, seed=0)
 
     opened = {p.name: p.open(num_sequences=1, sequence_tokens=len(prompt) + new) for p in peers}
@@ -306,7 +311,9 @@ async def workload_d(
 
         return turn
 
-    sides: dict[str, Callable[[int], Awaitable[None]]] = {"ours": ours_turn, "hf": hf_turn}
+    sides: dict[str, Callable[[int], Awaitable[None]]] = {"ours": ours_turn}
+    if hf is not None:
+        sides["hf"] = hf_turn
     sides.update({name: peer_turn(peer) for name, peer in opened.items()})
     best: dict[str, dict[str, float]] = {name: {"prefill_s": float("inf"), "total_s": float("inf")} for name in sides}
     for _ in range(repeat):
@@ -323,17 +330,18 @@ async def workload_d(
         out[name] = {"prefill_tok_s": round(len(prompt) / times["prefill_s"], 1),
                      "decode_tok_s": round((new - 1) / decode_s, 1),
                      "prefill_s": round(times["prefill_s"], 3), "total_s": round(times["total_s"], 3)}
-    out["ratio"] = round(out["ours"]["decode_tok_s"] / out["hf"]["decode_tok_s"], 2)
+    if hf is not None:
+        out["ratio"] = round(out["ours"]["decode_tok_s"] / out["hf"]["decode_tok_s"], 2)
     out["decode_ratio_vs"] = {name: round(out["ours"]["decode_tok_s"] / out[name]["decode_tok_s"], 2)
                               for name in opened}
     out["prefill_ratio_vs"] = {name: round(out["ours"]["prefill_tok_s"] / out[name]["prefill_tok_s"], 2)
-                               for name in ("hf", *opened)}
+                               for name in (*(["hf"] if hf is not None else []), *opened)}
     return out
 
 
 async def compare(
     ours: LocalEngine,
-    hf: HFBaseline,
+    hf: HFBaseline | None,
     run_ours: Callable[[], Awaitable[int]],
     run_hf: Callable[[], Awaitable[int]],
     *,
@@ -354,10 +362,11 @@ async def compare(
         result["prompt_tokens_reused"] = after["cached_tokens"] - before["cached_tokens"]
         result["kv_peak_mib"] = after["kv_peak_tokens"] * after["kv_bytes_per_token"] >> 20
         keep_faster(best, "ours", result)
-        hf.prompt_tokens = 0
-        result = await timed(run_hf)
-        result["prompt_tokens_computed"] = hf.prompt_tokens
-        keep_faster(best, "hf", result)
+        if hf is not None:
+            hf.prompt_tokens = 0
+            result = await timed(run_hf)
+            result["prompt_tokens_computed"] = hf.prompt_tokens
+            keep_faster(best, "hf", result)
         for peer, (run_peer, (sequences, tokens)) in (peers or {}).items():
             opened = peer.open(num_sequences=sequences, sequence_tokens=tokens)
             try:
@@ -367,8 +376,9 @@ async def compare(
             result["prompt_tokens_computed"] = opened.prompt_tokens_computed
             result["prompt_tokens_reused"] = opened.prompt_tokens_reused
             keep_faster(best, peer.name, result)
-    ratio = round(best["ours"]["tok_s"] / best["hf"]["tok_s"], 2)
-    out = {"shape": shape, "ours": best["ours"], "hf": best["hf"], "ratio": ratio}
+    out: dict[str, Any] = {"shape": shape, "ours": best["ours"]}
+    if hf is not None:
+        out.update(hf=best["hf"], ratio=round(best["ours"]["tok_s"] / best["hf"]["tok_s"], 2))
     if peers:
         out.update({peer.name: best[peer.name] for peer in peers})
         out["ratio_vs"] = {peer.name: round(best["ours"]["tok_s"] / best[peer.name]["tok_s"], 2) for peer in peers}
@@ -427,16 +437,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     dtype = engine_dtype(args.dtype, args.device)
     start = time.perf_counter()
     loaded = resolve_model(args.model).load(device=args.device, dtype=torch.float32)
-    hf_model = loaded.hf_model().to(dtype)
+    hf_model = None if args.no_hf else loaded.hf_model().to(dtype)
     engine = LocalEngine(loaded.engine_model(dtype=dtype), loaded.tokenizer, seed=0)
     name, tokenizer, vocab = loaded.name, loaded.tokenizer, loaded.hf_config.vocab_size
     del loaded  # the loaded state dict is a third copy of the weights
     peers, peer_info = open_peers(args, args.model)
     load_s = time.perf_counter() - start
-    hf = HFBaseline(hf_model, pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    hf = None if hf_model is None else HFBaseline(
+        hf_model, pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     # Warm both paths (first-call allocations, lazy initialisation) outside the timings.
     await engine.generate(list(range(3, 40)), SamplingParams(max_new_tokens=4, ignore_eos=True))
-    await hf.generate([list(range(3, 40))], 4, seed=0)
+    if hf is not None:
+        await hf.generate([list(range(3, 40))], 4, seed=0)
     results: dict[str, Any] = {
         "model": name,
         "device": args.device,
@@ -476,5 +488,6 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=1, help="runs per side; the fastest counts (default: 1)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     parser.add_argument("--peer", default=None, help="llamacpp: also run llama.cpp (needs llama-cpp-python)")
+    parser.add_argument("--no-hf", action="store_true", help="skip the Hugging Face side (no HF ratios)")
     parser.add_argument("--peer-dtypes", default="f32,bf16", help="GGUF files the peer runs (default: f32,bf16)")
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
