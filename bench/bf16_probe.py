@@ -6,6 +6,9 @@
    1,200 tokens of README.md, with the vocabulary head in fp32 (codedojo's choice) and in bf16.
 2. Forward + backward time of one causal SDPA call (9 query heads, 3 KV heads, 1,000 tokens, head dim 64)
    in fp32 and bf16, and of the masked call a shared-prefix suffix makes (600 prefix tokens), best of 3.
+3. Forward + backward time of one layer's attention over a GRPO group (a 600-token prefix, suffixes of 900,
+   1,100, 700 and 1,200 tokens) through `train.packed._attention`: the explicit-mask path other devices take
+   against the CPU's merged unmasked calls (`_SuffixAttention`), fp32 and bf16, best of 3.
 Prints JSON. Run it alone: part 2 is a timing.
 """
 
@@ -70,6 +73,27 @@ def attention_ms(dtype: torch.dtype, *, prefix: int) -> float:
     return round(best * 1000, 1)
 
 
+def group_attention_ms(dtype: torch.dtype, *, merged: bool) -> float:
+    heads, kv, d, prefix, suffixes = 9, 3, 64, 600, (900, 1100, 700, 1200)
+    blocks = (packed._Block(start=0, prefix=prefix, suffixes=suffixes),)
+    total = prefix + sum(suffixes)
+    q = torch.randn(heads, total, d, dtype=dtype, requires_grad=True)
+    k = torch.randn(kv, total, d, dtype=dtype, requires_grad=True)
+    v = torch.randn(kv, total, d, dtype=dtype, requires_grad=True)
+    original = packed._cpu_flash
+    packed._cpu_flash = lambda device: merged  # type: ignore[assignment]
+    try:
+        masks = None if merged else packed._suffix_masks(blocks, torch.device("cpu"))
+        best = float("inf")
+        for _ in range(4):  # the first is a warm-up
+            t0 = time.perf_counter()
+            packed._attention(q, k, v, blocks, masks).float().sum().backward()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        packed._cpu_flash = original
+    return round(best * 1000, 1)
+
+
 def main() -> None:
     import os
 
@@ -79,6 +103,10 @@ def main() -> None:
         f"{name}_{kind}": attention_ms(dtype, prefix=prefix)
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
         for kind, prefix in (("causal", 0), ("prefix600_masked", 600))}
+    result["group_attention_fwd_bwd_ms"] = {
+        f"{name}_{kind}": group_attention_ms(dtype, merged=merged)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+        for kind, merged in (("masked", False), ("merged", True))}
     result["smollm2_logprob_gap_vs_fp32"] = gaps()
     print(json.dumps(result, indent=2))
 

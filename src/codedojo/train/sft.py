@@ -67,8 +67,9 @@ class SFTConfig:
     share_prefix: bool = False
     """Lay out the token prefix a micro-batch's trajectories share once (exact). Off by default: on an AVX2
     machine without native bf16 it was slower than the plain layout in a hand-run trial (4 real
-    demonstrations), since the suffix attention's explicit masks cost more than the prefix saves; not yet
-    measured by a committed bench."""
+    demonstrations), since the suffix attention's explicit masks then cost more than the prefix saved. The
+    CPU path has since dropped those masks (`train.packed._SuffixAttention`); whether sharing a system
+    prompt now pays for SFT is not measured by a committed bench yet, so the default stays."""
 
     def optimizer(self, *, total_steps: int) -> OptimizerConfig:
         """AdamW and the schedule (the RL trainer's implementation): decay to 0 over the whole run."""
