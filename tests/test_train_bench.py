@@ -112,3 +112,37 @@ def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> 
     times = json.loads((tmp_path / "work" / "times.json").read_text())
     assert bench.main(argv) == 0  # every stage cached: nothing reruns, the stage times stay the first run's
     assert json.loads((tmp_path / "work" / "times.json").read_text()) == times
+
+
+def test_the_grpo_probe_runs_each_learning_rate_from_one_sft_model(tmp_path: Path) -> None:
+    """bench/grpo_probe.py: the learning bench's first stages once, then a short GRPO run per learning rate,
+    each step's training figures in the JSON; no held-out task is run."""
+    import shutil
+
+    from codedojo.tasks.task import examples_dir
+
+    _learning_bench()
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_grpo_probe_test", BENCH / "grpo_probe.py")
+        assert spec is not None and spec.loader is not None
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+    finally:
+        sys.path.remove(str(BENCH))
+    tasks = tmp_path / "tasks"
+    for name, repo in (("fix-add", "calc"), ("fix-greeting", "greet")):
+        shutil.copytree(examples_dir() / name, tasks / name)
+        toml = tasks / name / "task.toml"
+        toml.write_text(toml.read_text().replace("[metadata]\n", f'[metadata]\nrepository = "{repo}"\n'))
+    work = tmp_path / "work"
+    argv = ["--lrs", "1e-5,1e-4", "--steps", "1", "--tasks", str(tasks), "--held-out", "calc", "--model",
+            "tiny-llama", "--work", str(work), "--rollout-batch-size", "1", "--n-samples", "2",
+            "--max-new-tokens", "160", "--max-context", "4096", "--concurrency", "2", "--global-batch-size", "1"]
+    assert probe.main(argv) == 0
+    result = json.loads((work / "grpo_probe.json").read_text())
+    assert set(result["runs"]) == {"1e-05", "0.0001"} and result["global_batch_size"] == 1
+    for rows in result["runs"].values():
+        assert [r["step"] for r in rows] == [0] and "rollout/reward_mean" in rows[0]
+    assert (work / "sft" / "final" / "config.json").is_file()
+    assert not list(work.glob("eval_*")) and not (work / "plan.json").exists()  # nothing held out ran
