@@ -103,4 +103,9 @@ def test_two_steps_give_the_recorded_losses_and_weights(tmp_path: Path) -> None:
     sums = checksums(run.run_dir)
     assert sums.keys() == GOLDEN_WEIGHTS.keys()
     for name, expected in GOLDEN_WEIGHTS.items():
-        assert sums[name] == pytest.approx(expected, rel=1e-6), name
+        (total, squares, change), (total_0, squares_0, change_0) = sums[name], expected
+        # the signed sum cancels, so rounding moves it by more than 1e-6 of itself: 3.7e-6 on the embeddings
+        # (sum 0.73 over 16k entries) between an AVX2 and an AVX-512 CPU; it is checked to 1e-5 absolute, the
+        # sum of squares and the sum of |change| (which sees the update itself) to 1e-6 relative
+        assert total == pytest.approx(total_0, rel=1e-6, abs=1e-5), name
+        assert (squares, change) == pytest.approx((squares_0, change_0), rel=1e-6), name
