@@ -13,6 +13,7 @@ trust region bounds the step) and the gradient norm, per step. Prints one JSON o
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -31,16 +32,11 @@ KEYS = ("rollout/reward_mean", "rollout/mixed_group_frac", "train/clip_frac", "t
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    lrs, steps = [1e-5, 3e-5, 1e-4], 4
-    rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--lrs":
-            lrs = [float(x) for x in next(it).split(",") if x]
-        elif arg == "--steps":
-            steps = int(next(it))
-        else:
-            rest.append(arg)
+    own = argparse.ArgumentParser(add_help=False)  # the rest are bench/learning.py's options
+    own.add_argument("--lrs", default="1e-5,3e-5,1e-4", help="comma-separated learning rates")
+    own.add_argument("--steps", type=int, default=4, help="GRPO steps per learning rate")
+    known, rest = own.parse_known_args(argv)
+    lrs, steps = [float(x) for x in known.lrs.split(",") if x], known.steps
     args = learning.parse_args(rest)
     console = Console(stderr=True)
     seeds = learning.plan_seeds(args.seed)

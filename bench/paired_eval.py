@@ -18,6 +18,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from codedojo.agent.evaluation import EvalReport, TaskScore, paired_difference
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -25,8 +27,12 @@ def main() -> None:
     parser.add_argument("after", type=Path)
     parser.add_argument("--project-n", type=int, nargs="*", default=[2, 4, 8])
     args = parser.parse_args()
-    first = {t["task"]: t for t in json.loads(args.before.read_text())["per_task"]}
-    second = {t["task"]: t for t in json.loads(args.after.read_text())["per_task"]}
+    reports = [json.loads(path.read_text())["per_task"] for path in (args.before, args.after)]
+    before_r, after_r = (EvalReport(tasks=[TaskScore(task=t["task"], samples=t["samples"], solved=t["solved"],
+                                                     mean_reward=None, statuses={}) for t in per_task],
+                                    n=0, statuses={}, wall_sec=0.0) for per_task in reports)
+    difference = paired_difference(before_r, after_r)  # the figure bench/learning.py reports
+    first, second = ({t["task"]: t for t in per_task if t["samples"]} for per_task in reports)
     names = sorted(first.keys() & second.keys())
 
     def p1(t: dict) -> float:
@@ -49,7 +55,7 @@ def main() -> None:
         by_repo[repo][2] += first[k]["samples"]
     print(json.dumps({
         "tasks": len(names), "n": n_now,
-        "difference": {"mean": statistics.fmean(diffs), "stderr": math.sqrt(var_diff / len(names))},
+        "difference": {"mean": difference.mean, "stderr": difference.stderr},
         "tasks_up": sum(d > 0 for d in diffs), "tasks_down": sum(d < 0 for d in diffs),
         "solved_by_repository": {r: {"before": v[0], "after": v[1], "episodes": v[2]}
                                  for r, v in sorted(by_repo.items())},
