@@ -9,7 +9,9 @@
 3. Forward + backward time of one layer's attention over a GRPO group (a 600-token prefix, suffixes of 900,
    1,100, 700 and 1,200 tokens) through `train.packed._attention`: the explicit-mask path other devices take
    against the CPU's merged unmasked calls (`_SuffixAttention`), fp32 and bf16, best of 3.
-Prints JSON. Run it alone: part 2 is a timing.
+4. Matmul rates (2048x576 @ 576x1536, GFLOP/s) in fp32 and bf16, and one masked 1,000 x 1,600 suffix call
+   (forward and backward, bf16) with `enable_gqa` against key/value heads repeated up to the query heads.
+Prints JSON. Run it alone: parts 2-4 are timings.
 """
 
 from __future__ import annotations
@@ -94,6 +96,36 @@ def group_attention_ms(dtype: torch.dtype, *, merged: bool) -> float:
     return round(best * 1000, 1)
 
 
+def matmul_gflops(dtype: torch.dtype) -> float:
+    a, b = torch.randn(2048, 576, dtype=dtype), torch.randn(576, 1536, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(10):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return round(2 * 2048 * 576 * 1536 / best / 1e9, 1)
+
+
+def repeated_heads_ms(*, repeat: bool) -> float:
+    heads, kv, s, prefix, d = 9, 3, 1000, 600, 64
+    q = torch.randn(1, heads, s, d, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, kv, prefix + s, d, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, kv, prefix + s, d, dtype=torch.bfloat16, requires_grad=True)
+    mask = torch.ones(s, prefix + s, dtype=torch.bool)
+    mask[:, prefix:] = torch.ones(s, s, dtype=torch.bool).tril()
+    best = float("inf")
+    for _ in range(4):  # the first is a warm-up
+        t0 = time.perf_counter()
+        if repeat:
+            o = F.scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1), attn_mask=mask)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        o.sum().backward()
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
 def main() -> None:
     import os
 
@@ -107,6 +139,9 @@ def main() -> None:
         f"{name}_{kind}": group_attention_ms(dtype, merged=merged)
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
         for kind, merged in (("masked", False), ("merged", True))}
+    result["matmul_gflops"] = {"fp32": matmul_gflops(torch.float32), "bf16": matmul_gflops(torch.bfloat16)}
+    result["suffix_call_bf16_ms"] = {"enable_gqa": repeated_heads_ms(repeat=False),
+                                     "repeated_heads": repeated_heads_ms(repeat=True)}
     result["smollm2_logprob_gap_vs_fp32"] = gaps()
     print(json.dumps(result, indent=2))
 
