@@ -8,18 +8,20 @@ held-out repositories and task names, every seed, n, temperatures, budgets, stag
 the same work folder is refused, naming the settings that differ: the figures always belong to the plan
 they were registered under.
 
-Stages (each resumable: a finished stage's output is reused when the script is run again):
+Stages, in this order (each resumable: a finished stage's output is reused when the script is run again,
+and GRPO continues from its last step's checkpoint):
   1. tasks     the bundled tasks of --tier, split by repository: --held-out repositories are never trained on;
                the warm-up restatement of the held-out bugs measures transfer
   2. demos     the scripted expert's solved episodes on the training tasks (one each)
   3. sft       supervised fine-tuning of the model on the demonstrations
   4. grpo      GRPO from the SFT model on the training tasks (the main job's recipe: lr 1e-5, 4 tasks x 4
                episodes per step; two optimizer steps of 8 episodes per rollout)
-  5. rs        the rejection-sampling baseline at equal episodes: as many episodes of the SFT model on the
+  5. eval      pass@1 and pass@n of SFT and GRPO on the held-out tasks: the hypothesis's figures come first
+  6. rs        the rejection-sampling baseline at equal episodes: as many episodes of the SFT model on the
                training tasks as GRPO rolled out, at GRPO's rollout temperature, then SFT from the SFT model
                on the solved ones (what `codedojo sft --min-reward 1` does)
-  6. eval      pass@1 and pass@n of base, SFT, GRPO and RS on the held-out tasks; SFT and GRPO on the held-out
-               warm-up tasks
+  7. eval      pass@1 and pass@n of RS and base on the held-out tasks; SFT and GRPO on the held-out warm-up
+               tasks
 The defaults are the calibration's (docs/results/guided-calibration.json: SFT pass@1 0.30 at the rollout
 temperature on the guided tier): 102 held-out tasks x n=2, 102 training tasks. On the project's 2-core CPU
 without native bf16 that is about five hours (SFT ~30 min, 12 GRPO steps ~1 h, the evaluations ~2.5 h).
@@ -313,6 +315,20 @@ def main(argv: list[str] | None = None) -> int:
         run_grpo(args, train, sft_model, steps=args.grpo_steps, lr=args.grpo_lr, seed=seeds["grpo"], run_dir=grpo_dir)
         stage("grpo", t0)
 
+    results: dict[str, dict[str, Any]] = {}
+
+    def evaluate_held_out(name: str, model: Any) -> None:
+        t0 = time.monotonic()
+        results[name] = run_eval(model, held_out, args=args, n=args.n, temperature=args.eval_temperature,
+                                 seed=seeds["eval"], out=work / f"eval_{name}.json", console=console)
+        stage(f"eval_{name}", t0)
+        console.print(f"{name}: pass@1 {results[name]['pass@1']:.4f} +- {results[name]['pass@1_stderr'] or 0:.4f}")
+
+    # The hypothesis's two evaluations first, so a run stopped later has already measured what it tests.
+    models: dict[str, Any] = {"sft": sft_model, "grpo": HFFolder(path=str(grpo_dir / "final"))}
+    for name in ("sft", "grpo"):
+        evaluate_held_out(name, models[name])
+
     t0 = time.monotonic()
     rs_dir = work / "rs"
     if not any((rs_dir / "final" / name).is_file() for name in ("config.json", "NOTHING_SOLVED")):
@@ -331,14 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         stage("rs", t0)
     rs_model = sft_model if (rs_dir / "final" / "NOTHING_SOLVED").is_file() else HFFolder(path=str(rs_dir / "final"))
 
-    results: dict[str, dict[str, Any]] = {}
-    models = {"base": args.model, "sft": sft_model, "grpo": HFFolder(path=str(grpo_dir / "final")), "rs": rs_model}
-    for name, model in models.items():
-        t0 = time.monotonic()
-        results[name] = run_eval(model, held_out, args=args, n=args.n, temperature=args.eval_temperature,
-                                 seed=seeds["eval"], out=work / f"eval_{name}.json", console=console)
-        stage(f"eval_{name}", t0)
-        console.print(f"{name}: pass@1 {results[name]['pass@1']:.4f} +- {results[name]['pass@1_stderr'] or 0:.4f}")
+    models.update(rs=rs_model, base=args.model)
+    for name in ("rs", "base"):
+        evaluate_held_out(name, models[name])
     transfer_results: dict[str, dict[str, Any]] = {}
     if transfer:
         for name in ("sft", "grpo"):

@@ -110,6 +110,9 @@ def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> 
     assert len(result["reward_curve"]) == 1
     assert (tmp_path / "out" / "learning.png").stat().st_size > 0
     times = json.loads((tmp_path / "work" / "times.json").read_text())
+    # the hypothesis's two evaluations run right after GRPO, before the baseline's stages
+    order = list(times)
+    assert order.index("eval_sft") < order.index("eval_grpo") < order.index("rs") < order.index("eval_base")
     assert bench.main(argv) == 0  # every stage cached: nothing reruns, the stage times stay the first run's
     assert json.loads((tmp_path / "work" / "times.json").read_text()) == times
 
