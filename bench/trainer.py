@@ -1,7 +1,7 @@
 """Training-step throughput: each of codedojo's savings alone and together, against today's step and
 against Hugging Face over padded pairs, all in one run.
 
-    .venv/bin/python bench/trainer.py [--groups 2 --group-size 4] [--repeat 2] [--only a,b]
+    .venv/bin/python bench/trainer.py [--groups 2 --group-size 4] [--repeat 2] [--only a,b] [--isolate]
 
 Every configuration trains the same SmolLM2-135M-shaped model (random init, same seed, fp32 master weights)
 on the same episode-like sequences with the same loss (mean negative logprob of trainable tokens,
@@ -23,7 +23,8 @@ with 12% trainable and no groups.
               (codedojo.train.sft.sft_loss: current forward, trainable positions only, bf16)
 
 Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
-model and its optimizer state live at a time); run it alone on the machine. Prints JSON: tokens/s of
+model and its optimizer state live at a time); with `--isolate`, each in a fresh process of its own, one
+after another. Run it alone on the machine. Prints JSON: tokens/s of
 each, ratios named `<this>_vs_<that>`, the CPU's bf16 capability, threads and load averages.
 """
 
@@ -36,6 +37,7 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -259,6 +261,21 @@ def profile_step(build: Callable[[], Callable[[], object]], *, top: int = 15) ->
                     for e in events[:top]]}
 
 
+def isolated_seconds(name: str, argv: list[str]) -> float:
+    """`name`'s fastest step, timed by this script in a child process that builds and runs only it."""
+    rest, skip = [], False
+    for arg in argv:  # this run's options without --only/--isolate: the child times one configuration
+        if skip:
+            skip = False
+        elif arg == "--only":
+            skip = True
+        elif arg != "--isolate" and not arg.startswith("--only="):
+            rest.append(arg)
+    out = subprocess.run([sys.executable, __file__, *rest, "--only", name, "--seconds-only"], check=True,
+                         capture_output=True, text=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])[name])
+
+
 def ratios(tps: dict[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
 
@@ -290,6 +307,10 @@ def main() -> None:
                         help="SFT micro-batch token budget (default: SFTConfig's)")
     parser.add_argument("--only", default="", help="comma-separated configurations (default: all)")
     parser.add_argument("--tiny", action="store_true", help="a tiny model and short sequences (a smoke test)")
+    parser.add_argument("--isolate", action="store_true",
+                        help="time each configuration in a fresh process of its own (in turn, never two at once), "
+                             "so none runs on the heap and caches the ones before it left")
+    parser.add_argument("--seconds-only", action="store_true", help=argparse.SUPPRESS)  # --isolate's children
     parser.add_argument("--profile", default=None, metavar="CONFIG",
                         help="instead of timing: one warm step of CONFIG under torch.profiler; prints the share "
                              "of CPU time per operator as JSON")
@@ -313,9 +334,15 @@ def main() -> None:
     if args.profile:
         print(json.dumps(profile_step(configs[args.profile][1]), indent=2))
         return
+    if args.seconds_only:
+        print(json.dumps({name: time_steps(build, repeat=args.repeat) for name, (_, build) in configs.items()}))
+        return
     load_before = os.getloadavg()
     started = time.time()
-    best = {name: time_steps(build, repeat=args.repeat) for name, (_, build) in configs.items()}
+    if args.isolate:
+        best = {name: isolated_seconds(name, sys.argv[1:]) for name in configs}
+    else:
+        best = {name: time_steps(build, repeat=args.repeat) for name, (_, build) in configs.items()}
     tokens = {name: sum(len(s.ids) for s in data) for name, (data, _) in configs.items()}
     tps = {name: round(tokens[name] / best[name], 1) for name in configs}
     result = {
@@ -329,13 +356,14 @@ def main() -> None:
                             min_shared=MIN_SHARED_PREFIX))},
         "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
                          "trainable": sum(sum(s.mask) for s in sft)},
-        "budget": args.budget, "sft_budget": args.sft_budget, "repeat": args.repeat,
+        "budget": args.budget, "sft_budget": args.sft_budget, "repeat": args.repeat, "isolated": args.isolate,
         "tokens_per_sec": tps, "seconds": {k: round(v, 2) for k, v in best.items()},
         "ratios": ratios(tps),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "wall_seconds": round(time.time() - started, 1),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mib": round(max(resource.getrusage(who).ru_maxrss
+                                  for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024),
     }
     print(json.dumps(result, indent=2))
 

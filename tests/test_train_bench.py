@@ -25,6 +25,14 @@ def test_trainer_bench_measures_every_configuration_on_a_tiny_model() -> None:
     assert result["rl_workload"]["laid_out_with_sharing"] < result["rl_workload"]["tokens"]
 
 
+def test_trainer_bench_can_time_each_configuration_in_a_process_of_its_own() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "trainer.py"), "--tiny", "--repeat", "1", "--only",
+                          "today,all", "--isolate"], capture_output=True, text=True, timeout=300, check=True).stdout
+    result = json.loads(out)
+    assert result["isolated"] is True and set(result["tokens_per_sec"]) == {"today", "all"}
+    assert all(v > 0 for v in result["tokens_per_sec"].values()) and "all_vs_today" in result["ratios"]
+
+
 def test_gpu_bench_runs_on_the_cpu_with_the_tiny_shape(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("bench_gpu_test", BENCH / "gpu.py")
     assert spec is not None and spec.loader is not None
