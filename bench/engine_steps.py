@@ -11,6 +11,8 @@
   (`transformer.SMALL_STEP_TOKENS`, `SMALL_STEP_MAX_THREADS`);
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
   masked call over every row, for the 16 ragged rows;
+- bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
+  matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
   float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
   (median of 20 calls per round).
@@ -35,6 +37,7 @@ from codedojo.inference import resolve_model, transformer
 from codedojo.inference import step_batch as sb
 from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.sampler import _inverse_cdf
+from codedojo.precision import native_bf16
 
 
 def fastest_ms(fn: Callable[[], object], calls: int) -> float:
@@ -174,7 +177,38 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     results["sampler/16_rows_exp_and_search"] = ab(
         {"ours": sampler_side(ours_search), "baseline": sampler_side(float64_cumsum)}, args.repeat
     )
+    results.update(bf16_one_row(loaded, model, args.repeat))
     return results
+
+
+def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
+    """A bf16 engine's batch-1 decode step (one row at 400 positions) with oneDNN off for its matmuls
+    (`transformer.REDUCED_GEMV_TOKENS`, ours) vs on (the baseline), and the fp32 engine's step for scale."""
+    bf16 = loaded.engine_model(dtype=torch.bfloat16)
+
+    def one_row(model: Any) -> Callable[[], object]:
+        cache = KVCache(model.kv_shape, rows=1, capacity=512)
+        for tensor in cache.keys + cache.values:
+            tensor.normal_()
+        step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
+        return lambda: model.forward(step, cache)
+
+    limit = transformer.REDUCED_GEMV_TOKENS
+
+    def bf16_side(gemv: bool) -> Callable[[], float]:
+        def run() -> float:
+            transformer.REDUCED_GEMV_TOKENS = limit if gemv else 0
+            try:
+                return fastest_ms(one_row(bf16), 10)
+            finally:
+                transformer.REDUCED_GEMV_TOKENS = limit
+        return run
+
+    fp32_step = one_row(fp32)
+    return {"bf16_one_row/decode_1_row_400": {
+        **ab({"ours": bf16_side(True), "baseline": bf16_side(False)}, repeat),
+        "fp32_ms": round(min(fastest_ms(fp32_step, 10) for _ in range(repeat)), 1),
+        "native_bf16": native_bf16("cpu")}}
 
 
 if __name__ == "__main__":

@@ -220,6 +220,40 @@ def test_bf16_engine_logprobs_stay_within_the_stated_bound_of_the_fp32_forward(b
     assert gap.mean().item() <= TINY_BF16_LOGPROB_MEAN, gap.mean().item()
 
 
+def test_bf16_one_row_decode_steps_stay_within_the_bound_and_leave_onednn_as_they_found_it(bf16_models) -> None:
+    """A one-token step (batch-1 decode) takes torch's matrix-vector kernel with oneDNN off for the step only:
+    its logprobs stay within the bf16 bound of the fp32 HF forward, token after token, and oneDNN is back on
+    afterwards (also when the step raises)."""
+    ours, hf = bf16_models
+    seq = torch.randint(5, 261, (30,), generator=torch.Generator().manual_seed(4)).tolist()
+    cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+    ours.forward(build_step([], prefills=[(0, 0, seq)], sample_tokens=[29], device="cpu", dtype=ours.dtype), cache)
+    assert torch._C._get_mkldnn_enabled()
+    for token in (7, 8, 9):
+        logits = ours.forward(build_step([(0, len(seq), token)], prefills=[], sample_tokens=[0], device="cpu",
+                                         dtype=ours.dtype), cache)
+        seq.append(token)
+        assert torch._C._get_mkldnn_enabled()
+        reference = torch.log_softmax(reference_logits(hf, seq)[-1], dim=-1)
+        gap = (torch.log_softmax(logits[0], dim=-1) - reference).abs()
+        assert gap.max().item() <= TINY_BF16_LOGPROB_MAX and gap.mean().item() <= TINY_BF16_LOGPROB_MEAN
+    seen: list[bool] = []
+
+    def failing(*args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(torch._C._get_mkldnn_enabled())
+        raise RuntimeError("boom")
+
+    original = ours._attention
+    ours._attention = failing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            ours.forward(build_step([(0, len(seq), 5)], prefills=[], sample_tokens=[0], device="cpu",
+                                    dtype=ours.dtype), cache)
+    finally:
+        ours._attention = original  # type: ignore[method-assign]
+    assert seen == [False] and torch._C._get_mkldnn_enabled()
+
+
 def test_weight_updates_refresh_the_bf16_fused_matrices(bf16_models) -> None:
     ours, hf = bf16_models
     tokens = list(range(5, 40))

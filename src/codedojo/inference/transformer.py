@@ -19,7 +19,8 @@ logits, logprobs and sampling are fp32 whatever the dtype.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,29 @@ SMALL_STEP_MAX_THREADS = 1
 # SmolLM2 decode steps at 400 positions, 2 threads, AVX2 (ms, bf16 vs fp32): 1 row 59 vs 94, 4 rows 104
 # vs 114, 8 rows 173 vs 132; a 512-token prefill 7.0 s vs 1.2-1.7 s.
 EMULATED_BF16_MAX_TOKENS = 4
+
+
+# A bf16 (or fp16) engine's steps of at most this many tokens on the CPU (batch-1 decode) run their matmuls
+# with oneDNN switched off. torch then takes its vectorised reduced-precision matrix-vector kernel (fp32
+# accumulation), which reads bf16 weights at about the rate the fp32 kernel reads fp32 ones, so it moves
+# half the bytes per step; oneDNN's bf16 matmul at one row reads at a third of that where it is used (CPUs
+# with AVX-512; on AVX2 torch never hands bf16 to oneDNN, so this changes nothing there). SmolLM2's 30
+# layers' matrices at one row, 2 threads, AVX-512 BF16 (ms): 22 with oneDNN off, 54 on, fp32 40.
+# bench/engine_steps.py `bf16_one_row/*` times the whole step both ways.
+REDUCED_GEMV_TOKENS = 1
+
+
+@contextlib.contextmanager
+def _onednn_off() -> Iterator[None]:
+    """oneDNN disabled for the block. torch's switch is process-wide: a matmul another thread runs meanwhile
+    (none does while the engine steps: training and rollouts alternate) takes torch's own kernels, same
+    values to rounding."""
+    before = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(before)
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -361,7 +385,6 @@ class Transformer:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
         n = step.token_ids.shape[0]
-        q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
         sin = self.signed_sin[step.positions][:, None, :]
@@ -371,12 +394,25 @@ class Transformer:
         matrices: Sequence[_Layer | _PackedLayer]  # the layers' own matrices or the packed copies, named alike
         linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
         head_linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
-        if one_thread_small or (self.wide_steps_fp32 and n <= EMULATED_BF16_MAX_TOKENS):
+        gemv = n <= REDUCED_GEMV_TOKENS and self.dtype != torch.float32 and self.device.type == "cpu"
+        if one_thread_small or gemv or (self.wide_steps_fp32 and n <= EMULATED_BF16_MAX_TOKENS):
             matrices, linear, mm_dtype = self.layers, F.linear, self.dtype  # the plain matrices (see above)
         else:
             assert self._packed is not None
             matrices, linear, mm_dtype = self._packed, self._linear, self._wide_dtype
         head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
+        with _onednn_off() if gemv else contextlib.nullcontext():
+            x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
+        h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+        return head_linear(h, head, None)
+
+    def _layers(self, x: torch.Tensor, step: StepBatch, cache: KVCache, matrices: Sequence[Any],
+                linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
+                mm_dtype: torch.dtype, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Every layer over the step's tokens; x is the fp32 residual stream, updated in place."""
+        c = self.config
+        n = x.shape[0]
+        q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         packed: Any
         for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
             h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
@@ -396,8 +432,7 @@ class Transformer:
             h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
             gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)
             x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, packed.down_bias))
-        h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
-        return head_linear(h, head, None)
+        return x
 
     def _attention(
         self,
