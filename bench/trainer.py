@@ -263,15 +263,9 @@ def profile_step(build: Callable[[], Callable[[], object]], *, top: int = 15) ->
 
 def isolated_seconds(name: str, argv: list[str]) -> float:
     """`name`'s fastest step, timed by this script in a child process that builds and runs only it."""
-    rest, skip = [], False
-    for arg in argv:  # this run's options without --only/--isolate: the child times one configuration
-        if skip:
-            skip = False
-        elif arg == "--only":
-            skip = True
-        elif arg != "--isolate" and not arg.startswith("--only="):
-            rest.append(arg)
-    out = subprocess.run([sys.executable, __file__, *rest, "--only", name, "--seconds-only"], check=True,
+    # this run's options, then the child's own: argparse keeps the last --only, and --seconds-only
+    # takes precedence over --isolate
+    out = subprocess.run([sys.executable, __file__, *argv, "--only", name, "--seconds-only"], check=True,
                          capture_output=True, text=True).stdout
     return float(json.loads(out.strip().splitlines()[-1])[name])
 

@@ -172,9 +172,9 @@ EMULATED_BF16_MAX_TOKENS = 4
 # with oneDNN switched off. torch then takes its vectorised reduced-precision matrix-vector kernel (fp32
 # accumulation), which reads bf16 weights at about the rate the fp32 kernel reads fp32 ones, so it moves
 # half the bytes per step; oneDNN's bf16 matmul at one row reads at a third of that where it is used (CPUs
-# with AVX-512; on AVX2 torch never hands bf16 to oneDNN, so this changes nothing there). SmolLM2's 30
-# layers' matrices at one row, 2 threads, AVX-512 BF16 (ms): 22 with oneDNN off, 54 on, fp32 40.
-# bench/engine_steps.py `bf16_one_row/*` times the whole step both ways.
+# with AVX-512; on AVX2 torch never hands bf16 to oneDNN, so this changes nothing there). A SmolLM2
+# batch-1 step at 400 positions, 2 threads, AVX-512 BF16, alone (bench/engine_steps.py `bf16_one_row`,
+# docs/results/engine-steps-bf16-one-row.json): 19.0 ms with oneDNN off, 32.1 on, fp32 34.6.
 REDUCED_GEMV_TOKENS = 1
 
 
