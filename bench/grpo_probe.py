@@ -26,8 +26,21 @@ from rich.console import Console
 
 from codedojo.inference.specs import HFFolder
 
-KEYS = ("rollout/reward_mean", "rollout/mixed_group_frac", "train/clip_frac", "train/grad_norm",
-        "train/optimizer_steps", "train/train_rollout_logprob_abs_diff")
+KEYS = ("rollout/reward_mean", "rollout/mixed_group_frac", "rollout/groups_trained", "rollout/reward_trained_mean",
+        "train/clip_frac", "train/grad_norm", "train/optimizer_steps", "train/lr",
+        "train/train_rollout_logprob_abs_diff")
+
+
+def run_name(args: argparse.Namespace, lr: float) -> str:
+    """The run's folder: one per learning rate and sampling/optimizer setting (the defaults keep the old names)."""
+    name = f"probe_lr{lr:g}_gbs{args.global_batch_size}"
+    if args.over_sampling:
+        name += f"_os{args.over_sampling}of{args.rollout_batch_size}"
+    if args.dynamic_sampling:
+        name += "_ds"
+    if args.lr_warmup:
+        name += f"_wu{args.lr_warmup}"
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {}
     seconds: dict[str, float] = {}
     for lr in lrs:
-        run_dir = args.work / f"probe_lr{lr:g}_gbs{args.global_batch_size}"
+        run_dir = args.work / run_name(args, lr)
         t0 = time.monotonic()
         if not (run_dir / "final" / "config.json").is_file():
             learning.run_grpo(args, train, sft_model, steps=steps, lr=lr, seed=seeds["grpo"], run_dir=run_dir)
@@ -58,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         runs[f"{lr:g}"] = [{"step": r["step"], **{k: round(float(r[k]), 4) for k in KEYS if k in r}} for r in rows]
     out = {"command": "python bench/grpo_probe.py " + " ".join(argv), "git_commit": learning.git_commit(),
            "steps": steps, "global_batch_size": args.global_batch_size,
-           "episodes_per_step": args.rollout_batch_size * args.n_samples, "training_tasks": len(train),
+           "episodes_per_step": (args.over_sampling or args.rollout_batch_size) * args.n_samples,
+           "over_sampling": args.over_sampling, "dynamic_sampling": args.dynamic_sampling,
+           "lr_warmup": args.lr_warmup, "training_tasks": len(train),
            "prepare_seconds": prepared, "run_seconds": seconds, "runs": runs}
     (args.work / "grpo_probe.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))

@@ -96,6 +96,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="samples per optimizer step: 8 of a step's 16 episodes gives two updates per rollout")
     parser.add_argument("--rollout-batch-size", type=int, default=4)
     parser.add_argument("--n-samples", type=int, default=4)
+    parser.add_argument("--over-sampling", type=int, default=None,
+                        help="tasks rolled out per GRPO step, of which the first --rollout-batch-size groups that "
+                             "carry a signal are trained on (the recipe's over_sampling_batch_size; default: none)")
+    parser.add_argument("--dynamic-sampling", action="store_true",
+                        help="drop GRPO groups whose rewards are all equal before training (the recipe's field)")
+    parser.add_argument("--lr-warmup", type=int, default=0, help="GRPO optimizer steps of linear learning-rate warm-up")
     parser.add_argument("--rollout-temperature", type=float, default=SmolLM2_Recipe().rollout_temperature)
     parser.add_argument("--rs-epochs", type=int, default=1)
     small = profile_budget("small")  # the budget every stage shares (codedojo.agent.budget)
@@ -133,11 +139,17 @@ def make_plan(args: argparse.Namespace, *, train: list[Task], held_out: list[Tas
         "git_commit": git_commit(),
         "settings": settings,
         "seeds": seeds,
-        "rs_episodes": args.grpo_steps * args.rollout_batch_size * args.n_samples,
+        "rs_episodes": grpo_episodes(args),
         "training_tasks": sorted(t.name for t in train),
         "held_out_tasks": sorted(t.name for t in held_out),
         "transfer_tasks": sorted(t.name for t in transfer),
     }
+
+
+def grpo_episodes(args: argparse.Namespace) -> int:
+    """The episodes GRPO rolls out over the plan (over-sampled tasks included): what the rejection-sampling
+    baseline gets to match."""
+    return args.grpo_steps * (args.over_sampling or args.rollout_batch_size) * args.n_samples
 
 
 def register(plan: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -268,6 +280,8 @@ def run_grpo(args: argparse.Namespace, train: list[Task], model: Any, *, steps: 
     recipe = SmolLM2_Recipe(
         num_rollout=steps, rollout_batch_size=args.rollout_batch_size,
         n_samples_per_prompt=args.n_samples, lr=lr, global_batch_size=args.global_batch_size,
+        over_sampling_batch_size=args.over_sampling, dynamic_sampling=args.dynamic_sampling,
+        lr_warmup_iters=args.lr_warmup,
         rollout_max_response_len=args.max_new_tokens,
         rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
         max_open_sandboxes=args.concurrency, seed=seed, save="checkpoints",

@@ -88,6 +88,12 @@ def test_rejection_sampling_rolls_out_at_least_as_many_episodes_as_grpo() -> Non
         assert episodes <= len(chosen) * per_task < episodes + per_task
         assert chosen == tasks[:len(chosen)]
     assert bench.rs_tasks(tasks, 48) == (tasks[:10], 5)
+    # the baseline matches every episode GRPO rolls out, the over-sampled groups included
+    args = bench.parse_args(["--grpo-steps", "12", "--rollout-batch-size", "8", "--n-samples", "4"])
+    assert bench.grpo_episodes(args) == 12 * 8 * 4
+    args = bench.parse_args(["--grpo-steps", "12", "--rollout-batch-size", "8", "--over-sampling", "16",
+                             "--n-samples", "4"])
+    assert bench.grpo_episodes(args) == 12 * 16 * 4
 
 
 def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> None:
@@ -149,11 +155,19 @@ def test_the_grpo_probe_runs_each_learning_rate_from_one_sft_model(tmp_path: Pat
     work = tmp_path / "work"
     argv = ["--lrs", "1e-5,1e-4", "--steps", "1", "--tasks", str(tasks), "--held-out", "calc", "--model",
             "tiny-llama", "--work", str(work), "--rollout-batch-size", "1", "--n-samples", "2",
-            "--max-new-tokens", "160", "--max-context", "4096", "--concurrency", "2", "--global-batch-size", "1"]
+            "--max-new-tokens", "160", "--max-context", "4096", "--concurrency", "2", "--global-batch-size", "1",
+            "--over-sampling", "2", "--dynamic-sampling", "--lr-warmup", "1"]
     assert probe.main(argv) == 0
     result = json.loads((work / "grpo_probe.json").read_text())
     assert set(result["runs"]) == {"1e-05", "0.0001"} and result["global_batch_size"] == 1
-    for rows in result["runs"].values():
+    assert result["episodes_per_step"] == 4 and result["dynamic_sampling"] and result["lr_warmup"] == 1
+    for lr, rows in result["runs"].items():
         assert [r["step"] for r in rows] == [0] and "rollout/reward_mean" in rows[0]
+        # the settings reached the trainer: two groups rolled out; the tiny model solves nothing, so both groups
+        # are uniform and dynamic sampling drops them: no optimizer step
+        assert rows[0]["rollout/groups_trained"] == 0 and "train/optimizer_steps" not in rows[0]
+        run = work / f"probe_lr{float(lr):g}_gbs1_os2of1_ds_wu1"
+        episodes = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+        assert any(r.get("rollout/groups") == 2.0 for r in episodes)
     assert (work / "sft" / "final" / "config.json").is_file()
     assert not list(work.glob("eval_*")) and not (work / "plan.json").exists()  # nothing held out ran
