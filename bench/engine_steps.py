@@ -13,6 +13,7 @@
   masked call over every row, for the 16 ragged rows;
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
+  and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
   float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
   (median of 20 calls per round).
@@ -204,11 +205,21 @@ def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
                 transformer.REDUCED_GEMV_TOKENS = limit
         return run
 
+    def head_side(half: bool) -> Callable[[], float]:
+        def run() -> float:
+            bf16.half_head = half
+            try:
+                return fastest_ms(one_row(bf16), 10)
+            finally:
+                bf16.half_head = True
+        return run
+
     fp32_step = one_row(fp32)
     return {"bf16_one_row/decode_1_row_400": {
         **ab({"ours": bf16_side(True), "baseline": bf16_side(False)}, repeat),
         "fp32_ms": round(min(fastest_ms(fp32_step, 10) for _ in range(repeat)), 1),
-        "native_bf16": native_bf16("cpu")}}
+        "native_bf16": native_bf16("cpu")},
+        "bf16_one_row/fp16_head_vs_fp32_head": ab({"ours": head_side(True), "baseline": head_side(False)}, repeat)}
 
 
 if __name__ == "__main__":

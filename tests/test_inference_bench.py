@@ -42,3 +42,26 @@ def test_engine_bench_without_hf_reports_ours_alone() -> None:
     results = asyncio.run(_bench().main(_args(workloads="bd", no_hf=True)))
     assert results["b"]["ours"]["generated"] > 0 and "hf" not in results["b"] and "ratio" not in results["b"]
     assert results["d"]["ours"]["decode_tok_s"] > 0 and "hf" not in results["d"]
+
+
+def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_model() -> None:
+    """bench/engine_steps.py's bf16 one-row entries run (a tiny model with room for 400 positions) and put the
+    engine's switches back."""
+    import importlib.util as util
+
+    import torch
+
+    from codedojo.inference import transformer
+    from codedojo.inference.specs import TinyModel
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "engine_steps.py"
+    spec = util.spec_from_file_location("bench_engine_steps", path)
+    assert spec is not None and spec.loader is not None
+    steps = util.module_from_spec(spec)
+    spec.loader.exec_module(steps)
+    loaded = TinyModel(max_positions=512).load()
+    limit = transformer.REDUCED_GEMV_TOKENS
+    out = steps.bf16_one_row(loaded, loaded.engine_model(), 1)
+    assert transformer.REDUCED_GEMV_TOKENS == limit and torch._C._get_mkldnn_enabled()
+    for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head"):
+        assert out[key]["ours_ms"] > 0 and out[key]["baseline_ms"] > 0 and out[key]["ratio"] > 0

@@ -254,6 +254,48 @@ def test_bf16_one_row_decode_steps_stay_within_the_bound_and_leave_onednn_as_the
     assert seen == [False] and torch._C._get_mkldnn_enabled()
 
 
+def test_bf16_one_row_steps_take_an_fp16_head_copy_that_weight_updates_refresh(bf16_models) -> None:
+    """One-token steps of a bf16 engine multiply an fp16 copy of the head: logits within fp16 rounding of the
+    fp32 head's (and not identical to them, so the copy is really used); a weight update rebuilds the copy;
+    a head fp16 cannot hold falls back to the fp32 head exactly."""
+    ours, hf = bf16_models
+    seq = torch.randint(5, 261, (20,), generator=torch.Generator().manual_seed(6)).tolist()
+
+    def one_row(half: bool) -> torch.Tensor:
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        ours.forward(build_step([], prefills=[(0, 0, seq)], sample_tokens=[19], device="cpu", dtype=ours.dtype),
+                     cache)
+        ours.half_head = half
+        try:
+            return ours.forward(build_step([(0, len(seq), 7)], prefills=[], sample_tokens=[0], device="cpu",
+                                           dtype=ours.dtype), cache)
+        finally:
+            ours.half_head = True
+
+    try:
+        half, full = one_row(True), one_row(False)
+        assert ours._half_head is not None and ours._half_head.dtype == torch.float16
+        scale = full.abs().max().item()
+        assert 0 < (half - full).abs().max().item() <= scale * 2**-9 + 1e-3
+        state = {k: v.clone() for k, v in hf.state_dict().items()}
+        # the head's names (a tied head is the embedding: both names then carry the same new values)
+        names = ["lm_head.weight"] if not ours.config.tie_word_embeddings else \
+            [n for n in ("lm_head.weight", "model.embed_tokens.weight") if n in state]
+        head = state[names[0]] * 1.5
+        state.update(dict.fromkeys(names, head))
+        ours.load_state_dict(state)
+        assert ours._half_head is None  # rebuilt at the next one-token step, from the new weights
+        half, full = one_row(True), one_row(False)
+        torch.testing.assert_close(ours.lm_head, head, atol=0, rtol=0)
+        assert 0 < (half - full).abs().max().item() <= full.abs().max().item() * 2**-9 + 1e-3
+        head[3, 0] = 1e5  # beyond fp16's range: the copy is refused, the fp32 head answers
+        ours.load_state_dict(state)
+        torch.testing.assert_close(one_row(True), one_row(False), atol=0, rtol=0)
+        assert ours._half_head is not None and ours._half_head.numel() == 0
+    finally:
+        ours.load_state_dict(hf.state_dict())
+
+
 def test_weight_updates_refresh_the_bf16_fused_matrices(bf16_models) -> None:
     ours, hf = bf16_models
     tokens = list(range(5, 40))

@@ -14,7 +14,8 @@ Precision: `dtype` is the compute dtype of the layers (their matrices, q/k/v, at
 fp32 is the exactness reference. In bf16 (or fp16) the engine computes what the trainer computes under
 bf16 autocast over fp32 weights (`codedojo.train.packed`): the residual stream, every RMSNorm, the
 embeddings and the vocabulary head stay fp32, the layers' matmuls, RoPE and attention run in bf16, so
-logits, logprobs and sampling are fp32 whatever the dtype.
+logits, logprobs and sampling are fp32 whatever the dtype. One exception, for speed: a bf16 engine's
+one-token CPU steps (batch-1 decode) read the head from an fp16 copy (see HALF_HEAD_LIMIT).
 """
 
 from __future__ import annotations
@@ -177,6 +178,15 @@ EMULATED_BF16_MAX_TOKENS = 4
 # docs/results/engine-steps-bf16-one-row.json): 19.0 ms with oneDNN off, 32.1 on, fp32 34.6.
 REDUCED_GEMV_TOKENS = 1
 
+# In those same one-token steps the vocabulary head multiplies an fp16 copy of its matrix (half the bytes
+# of the fp32 one, otherwise the largest single read of a bf16 step: 113 MB of SmolLM2's 325), accumulating
+# in fp32; the logits are rounded to fp16 (an 11-bit mantissa) and widened. On SmolLM2's hidden states over
+# a code prompt the expected logprob gap to the fp32 head is 0.0032 and the argmax never moves; a bf16 copy
+# would add 0.023, as much as every other bf16 rounding of the step together (bench/head_precision.py,
+# docs/results/head-precision.json; bench/engine_steps.py `bf16_one_row` times it). A head or hidden state
+# whose values fp16 cannot hold keeps the fp32 head, as do logits that overflow.
+HALF_HEAD_LIMIT = 60_000.0
+
 
 @contextlib.contextmanager
 def _onednn_off() -> Iterator[None]:
@@ -297,6 +307,10 @@ class Transformer:
         # which weight updates write into) at the first forward after each load.
         self._packed: list[_PackedLayer] | None = None
         self._packed_head = self.lm_head
+        self._half_head: torch.Tensor | None = None
+        """fp16 copy of the head for one-token reduced-precision steps (see HALF_HEAD_LIMIT); built lazily."""
+        self.half_head = dtype != torch.float32 and self.device.type == "cpu"
+        """Whether one-token steps of this (bf16/fp16, CPU) engine use the fp16 head copy."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -379,6 +393,7 @@ class Transformer:
                 raise UnknownModelError(f"{name}: shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
             target.copy_(tensor.detach())
         self._packed = None
+        self._half_head = None
 
     @torch.no_grad()
     def forward(self, step: StepBatch, cache: KVCache) -> torch.Tensor:
@@ -403,8 +418,23 @@ class Transformer:
         head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
         with _onednn_off() if gemv else contextlib.nullcontext():
             x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
-        h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+            h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+            if gemv and self.half_head:
+                logits = self._half_logits(h)
+                if logits is not None:
+                    return logits
         return head_linear(h, head, None)
+
+    def _half_logits(self, h: torch.Tensor) -> torch.Tensor | None:
+        """fp32 logits from the fp16 head copy (see HALF_HEAD_LIMIT), or None where fp16 cannot hold the
+        head, the hidden state or the logits (the caller then uses the fp32 head)."""
+        if self._half_head is None:
+            fits = bool(self.lm_head.abs().max() < HALF_HEAD_LIMIT)
+            self._half_head = self.lm_head.to(torch.float16) if fits else torch.empty(0)
+        if self._half_head.numel() == 0 or not bool(h.abs().max() < HALF_HEAD_LIMIT):
+            return None
+        logits = F.linear(h.to(torch.float16), self._half_head).float()
+        return logits if bool(torch.isfinite(logits).all()) else None
 
     def _layers(self, x: torch.Tensor, step: StepBatch, cache: KVCache, matrices: Sequence[Any],
                 linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
