@@ -10,11 +10,13 @@ overlay and copies nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import os
 import posixpath
 import shutil
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +139,32 @@ def _chown_tree(root: Path, uid: int) -> None:
 
 _prepared: dict[tuple[str, int | None, str], PreparedEnvironment] = {}
 
+# How often a coroutine waiting for a workspace lock tries again (seconds, doubling up to the cap).
+LOCK_POLL_SEC = (0.02, 0.5)
+
+
+@contextlib.asynccontextmanager
+async def file_lock(path: Path) -> AsyncIterator[None]:
+    """An exclusive flock on `path` for the block, shared between processes and between coroutines.
+
+    It waits by polling a non-blocking flock from the event loop, never in a worker thread: a blocking
+    flock per waiter would hold one of asyncio's few default executor threads each (6 on 2 cores), and
+    once every thread waited, the holder's own `to_thread` calls could never run (the evaluation of new
+    tasks with several episodes each deadlocked that way)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        delay = LOCK_POLL_SEC[0]
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LOCK_POLL_SEC[1])
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
 
 async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnvironment:
     """Realise the task's environment once (cached) and return its lower layer.
@@ -154,13 +182,9 @@ async def prepare_environment(task: Task, *, uid: int | None) -> PreparedEnviron
     final = root / key
     if not final.is_dir():
         root.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(root / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+        async with file_lock(root / f"{key}.lock"):
             if not final.is_dir():
                 await _build(task, plan, env=env, uid=uid, final=final)
-        finally:
-            os.close(lock_fd)
     _prepared[memo] = PreparedEnvironment(lower=final, workdir=plan.workdir, env=env)
     return _prepared[memo]
 
