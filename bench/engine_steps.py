@@ -182,17 +182,19 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def one_row(model: Any) -> Callable[[], object]:
+    """One batch-1 decode step of `model` (one row at 400 positions of a random KV cache), ready to call."""
+    cache = KVCache(model.kv_shape, rows=1, capacity=512)
+    for tensor in cache.keys + cache.values:
+        tensor.normal_()
+    step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
+    return lambda: model.forward(step, cache)
+
+
 def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
     """A bf16 engine's batch-1 decode step (one row at 400 positions) with oneDNN off for its matmuls
     (`transformer.REDUCED_GEMV_TOKENS`, ours) vs on (the baseline), and the fp32 engine's step for scale."""
     bf16 = loaded.engine_model(dtype=torch.bfloat16)
-
-    def one_row(model: Any) -> Callable[[], object]:
-        cache = KVCache(model.kv_shape, rows=1, capacity=512)
-        for tensor in cache.keys + cache.values:
-            tensor.normal_()
-        step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
-        return lambda: model.forward(step, cache)
 
     limit = transformer.REDUCED_GEMV_TOKENS
 

@@ -14,30 +14,33 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine_steps import one_row
+
 from codedojo.inference import resolve_model
-from codedojo.inference import step_batch as sb
-from codedojo.inference.kv_cache import KVCache
 
 
-def main(args: argparse.Namespace) -> dict[str, object]:
-    loaded = resolve_model(args.model).load(device="cpu", dtype=torch.float32)
-    model = loaded.engine_model(dtype=torch.bfloat16)
-    cache = KVCache(model.kv_shape, rows=1, capacity=512)
-    step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
+def measure(loaded: Any, calls: int) -> dict[str, object]:
+    """Every side's fastest and median ms over `calls` steps of `loaded`'s bf16 engine."""
+    step = one_row(loaded.engine_model(dtype=torch.bfloat16))
     threads = torch.get_num_threads()
 
     def side(num_threads: int | None = None) -> list[float]:
         if num_threads:
             torch.set_num_threads(num_threads)
         times = []
-        for _ in range(args.calls):
+        for _ in range(calls):
             start = time.perf_counter()
-            model.forward(step, cache)
+            step()
             times.append((time.perf_counter() - start) * 1e3)
         return [round(min(times), 1), round(statistics.median(times), 1)]
 
@@ -52,6 +55,10 @@ def main(args: argparse.Namespace) -> dict[str, object]:
     out["load_average_at_end"] = os.getloadavg()
     out["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
     return out
+
+
+def main(args: argparse.Namespace) -> dict[str, object]:
+    return measure(resolve_model(args.model).load(device="cpu", dtype=torch.float32), args.calls)
 
 
 if __name__ == "__main__":

@@ -65,3 +65,29 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
     assert transformer.REDUCED_GEMV_TOKENS == limit and torch._C._get_mkldnn_enabled()
     for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head"):
         assert out[key]["ours_ms"] > 0 and out[key]["baseline_ms"] > 0 and out[key]["ratio"] > 0
+
+
+def test_engine_threads_times_the_step_on_each_thread_and_restores_the_thread_count() -> None:
+    """bench/engine_threads.py runs on a tiny model: every side timed, torch's thread count put back."""
+    import importlib.util as util
+    import sys
+
+    import torch
+
+    from codedojo.inference.specs import TinyModel
+
+    bench_dir = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = util.spec_from_file_location("bench_engine_threads", bench_dir / "engine_threads.py")
+        assert spec is not None and spec.loader is not None
+        probe = util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+    finally:
+        sys.path.remove(str(bench_dir))
+    threads = torch.get_num_threads()
+    out = probe.measure(TinyModel(max_positions=512).load(), 3)
+    assert torch.get_num_threads() == threads == out["torch_threads"]
+    for side in ("main_ms", "worker_ms", "main_after_worker_ms", "main_1_thread_ms", "worker_1_thread_ms"):
+        fastest, median = out[side]
+        assert 0 < fastest <= median

@@ -257,7 +257,7 @@ def test_bf16_one_row_decode_steps_stay_within_the_bound_and_leave_onednn_as_the
 def test_bf16_one_row_steps_take_an_fp16_head_copy_that_weight_updates_refresh(bf16_models) -> None:
     """One-token steps of a bf16 engine multiply an fp16 copy of the head: logits within fp16 rounding of the
     fp32 head's (and not identical to them, so the copy is really used); a weight update rebuilds the copy;
-    a head fp16 cannot hold falls back to the fp32 head exactly."""
+    a hidden state or a head fp16 cannot hold falls back to the fp32 head exactly."""
     ours, hf = bf16_models
     seq = torch.randint(5, 261, (20,), generator=torch.Generator().manual_seed(6)).tolist()
 
@@ -288,6 +288,15 @@ def test_bf16_one_row_steps_take_an_fp16_head_copy_that_weight_updates_refresh(b
         half, full = one_row(True), one_row(False)
         torch.testing.assert_close(ours.lm_head, head, atol=0, rtol=0)
         assert 0 < (half - full).abs().max().item() <= full.abs().max().item() * 2**-9 + 1e-3
+        # a final norm that puts the hidden state beyond fp16's range: the fp16 logits overflow, the fp32
+        # head answers (exactly what the fp32 head gives)
+        state["model.norm.weight"] = state["model.norm.weight"] * 1e6
+        ours.load_state_dict(state)
+        overflow = one_row(True)
+        assert ours._half_head is not None and ours._half_head.numel() > 0
+        assert torch.isfinite(overflow).all()
+        torch.testing.assert_close(overflow, one_row(False), atol=0, rtol=0)
+        state["model.norm.weight"] = hf.state_dict()["model.norm.weight"].clone()
         head[3, 0] = 1e5  # beyond fp16's range: the copy is refused, the fp32 head answers
         ours.load_state_dict(state)
         torch.testing.assert_close(one_row(True), one_row(False), atol=0, rtol=0)

@@ -183,8 +183,9 @@ REDUCED_GEMV_TOKENS = 1
 # in fp32; the logits are rounded to fp16 (an 11-bit mantissa) and widened. On SmolLM2's hidden states over
 # a code prompt the expected logprob gap to the fp32 head is 0.0032 and the argmax never moves; a bf16 copy
 # would add 0.023, as much as every other bf16 rounding of the step together (bench/head_precision.py,
-# docs/results/head-precision.json; bench/engine_steps.py `bf16_one_row` times it). A head or hidden state
-# whose values fp16 cannot hold keeps the fp32 head, as do logits that overflow.
+# docs/results/head-precision.json; bench/engine_steps.py `bf16_one_row` times it). A head whose values
+# fp16 cannot hold keeps the fp32 head, and so do steps whose fp16 logits overflow (a hidden state beyond
+# fp16's range among them).
 HALF_HEAD_LIMIT = 60_000.0
 
 
@@ -309,8 +310,9 @@ class Transformer:
         self._packed_head = self.lm_head
         self._half_head: torch.Tensor | None = None
         """fp16 copy of the head for one-token reduced-precision steps (see HALF_HEAD_LIMIT); built lazily."""
-        self.half_head = dtype != torch.float32 and self.device.type == "cpu"
-        """Whether one-token steps of this (bf16/fp16, CPU) engine use the fp16 head copy."""
+        self.half_head = True
+        """Whether the one-token reduced-precision CPU steps use the fp16 head copy (off: the fp32 head; an A/B
+        switch for bench/engine_steps.py)."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -427,11 +429,12 @@ class Transformer:
 
     def _half_logits(self, h: torch.Tensor) -> torch.Tensor | None:
         """fp32 logits from the fp16 head copy (see HALF_HEAD_LIMIT), or None where fp16 cannot hold the
-        head, the hidden state or the logits (the caller then uses the fp32 head)."""
+        head (checked once per copy) or the logits (a hidden state beyond fp16's range rounds to inf, so its
+        logits are not finite either); the caller then uses the fp32 head."""
         if self._half_head is None:
             fits = bool(self.lm_head.abs().max() < HALF_HEAD_LIMIT)
             self._half_head = self.lm_head.to(torch.float16) if fits else torch.empty(0)
-        if self._half_head.numel() == 0 or not bool(h.abs().max() < HALF_HEAD_LIMIT):
+        if self._half_head.numel() == 0:
             return None
         logits = F.linear(h.to(torch.float16), self._half_head).float()
         return logits if bool(torch.isfinite(logits).all()) else None
