@@ -55,6 +55,7 @@ import torch
 
 from codedojo.inference import LocalEngine, SamplingParams, resolve_model
 from codedojo.inference.engine import engine_dtype
+from codedojo.threads import release_omp_threads, to_thread
 
 
 class PeakRSS:
@@ -120,7 +121,9 @@ class HFBaseline:
 
     async def generate(self, histories: list[list[int]], new_tokens: int, seed: int) -> list[list[int]]:
         async with self.lock:
-            return await asyncio.to_thread(self._generate, histories, new_tokens, seed)
+            # codedojo.threads.to_thread: the executor thread frees its OpenMP pool after the call, so no
+            # side runs beside another's idle pool (docs/inference.md, "Threads")
+            return await to_thread(self._generate, histories, new_tokens, seed)
 
 
 class Peer:
@@ -132,8 +135,10 @@ class Peer:
         self.kv_type = kv_type
 
     def open(self, *, num_sequences: int, sequence_tokens: int) -> Any:
-        return llamacpp_module().LlamaCppPeer(self.model, num_sequences=num_sequences,
+        peer = llamacpp_module().LlamaCppPeer(self.model, num_sequences=num_sequences,
                                               sequence_tokens=sequence_tokens + 16, kv_type=self.kv_type)
+        release_omp_threads()  # if creating the context ran OpenMP here, only the peer's worker keeps a pool
+        return peer
 
 
 def llamacpp_module() -> ModuleType:
@@ -442,6 +447,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     name, tokenizer, vocab = loaded.name, loaded.tokenizer, loaded.hf_config.vocab_size
     del loaded  # the loaded state dict is a third copy of the weights
     peers, peer_info = open_peers(args, args.model)
+    release_omp_threads()  # the loads ran here; the sides run on their own threads
     load_s = time.perf_counter() - start
     hf = None if hf_model is None else HFBaseline(
         hf_model, pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)

@@ -28,6 +28,7 @@ from typing import Any
 
 from codedojo.inference.engine import deliver_to
 from codedojo.rl.packing import common_prefix_length
+from codedojo.threads import release_omp_threads
 
 MIN_SHARED = 16
 """A prefix shorter than this is not worth copying from another sequence."""
@@ -155,6 +156,8 @@ class LlamaCppPeer:
     def _run(self) -> None:
         while True:
             idle = not self._running and not self._waiting
+            if idle and self._inbox.empty():
+                release_omp_threads()  # ggml's OpenMP shares torch's runtime: no idle pool while others run
             commands = [self._inbox.get()] if idle else []
             while True:
                 try:

@@ -4,7 +4,10 @@ them (continuous batching: requests join and leave the running batch between for
 Threading: the event loop thread only validates requests and posts commands to the worker's queue; the
 worker owns the scheduler, the model and the KV cache, and hands results back with
 `loop.call_soon_threadsafe`. torch releases the GIL inside its kernels, so an aiohttp server on the
-same event loop stays responsive while the worker computes.
+same event loop stays responsive while the worker computes. OpenMP: each thread that runs torch keeps
+its own pool of helper threads, and pools beyond the core count slow every step (`codedojo.threads`), so
+the engine drops the pool of the thread that built it, and the worker drops its own after
+`IDLE_RELEASE_SECONDS` with nothing to do (a trainer update then has the cores to itself).
 
 Weight updates wait until the running requests finish (new requests queue meanwhile, as slime does
 before a sync), or abort them with `abort_running=True`; then every cached KV is dropped and
@@ -42,10 +45,15 @@ from codedojo.inference.sampler import RowSampling
 from codedojo.inference.scheduler import Request, Scheduler
 from codedojo.inference.stopping import StopStrings
 from codedojo.inference.transformer import Transformer
+from codedojo.threads import release_omp_threads
 
 # Without an explicit budget: this share of the device's memory (CPU: RAM) holds KV, at most 8 GiB.
 DEFAULT_KV_MEMORY_FRACTION = 0.25
 DEFAULT_KV_MEMORY_CAP = 8 << 30
+
+IDLE_RELEASE_SECONDS = 0.05
+"""The worker frees its OpenMP pool after this long with nothing to step or apply (an agent's tool call
+between turns is usually longer; restarting the pool costs one thread creation)."""
 
 
 class StreamedToken(NamedTuple):
@@ -156,6 +164,7 @@ class LocalEngine:
         self._closed = False
         self._post_lock = threading.Lock()  # nothing is posted after _Close, so nothing waits forever
         self._worker = threading.Thread(target=self._run, name="codedojo-engine", daemon=True)
+        release_omp_threads()  # the caller's pool (it built the model): only the worker's should remain
         self._worker.start()
 
     @classmethod
@@ -472,12 +481,20 @@ class LocalEngine:
         raise AssertionError(command.kind)
 
     def _drain(self, *, block: bool) -> list[Any]:
-        commands = [self._inbox.get()] if block else []
+        commands = [self._wait()] if block else []
         while True:
             try:
                 commands.append(self._inbox.get_nowait())
             except queue.Empty:
                 return commands
+
+    def _wait(self) -> Any:
+        """The next command; the worker frees its OpenMP pool if none comes within IDLE_RELEASE_SECONDS."""
+        try:
+            return self._inbox.get(timeout=IDLE_RELEASE_SECONDS)
+        except queue.Empty:
+            release_omp_threads()
+            return self._inbox.get()
 
 
 def deliver_to(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Callable[[Any], None]:

@@ -9,7 +9,6 @@ the trainer updates while the engine waits, so every episode is sampled by the l
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import random
@@ -34,6 +33,7 @@ from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
+from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
 from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
@@ -194,12 +194,15 @@ class LocalTrainer:
                     rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"])
 
     async def _load(self) -> tuple[LoadedModel, Policy]:
-        spec = resolve_model(self.model_spec)
-        loaded = await asyncio.to_thread(spec.load, device=self.device, dtype=torch.float32)
-        recipe = self.recipe
-        policy = Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
-                        keep_reference=self.update_config.use_kl, compute_dtype=compute_dtype(recipe.bf16, self.device))
-        return loaded, policy
+        spec, recipe = resolve_model(self.model_spec), self.recipe
+
+        def load() -> tuple[LoadedModel, Policy]:
+            loaded = spec.load(device=self.device, dtype=torch.float32)
+            return loaded, Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
+                                  keep_reference=self.update_config.use_kl,
+                                  compute_dtype=compute_dtype(recipe.bf16, self.device))
+
+        return await to_thread(load)  # off the event loop; the thread then frees its OpenMP pool
 
     async def _open_engine(self, loaded: LoadedModel) -> Engine:
         if self.engine_factory is not None:
@@ -227,7 +230,7 @@ class LocalTrainer:
         samples, row = self._batch(episodes, records, rollout_seconds=rollout_seconds)
         state = run.state
         with run.trace.span("train", step=step):
-            row.update(await asyncio.to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
+            row.update(await to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
                                                self.update_config, rng=state.shuffle_rng))
         return_freed_memory()
         row["perf/rss_gib"], row["perf/peak_rss_gib"] = rss_gib(), peak_rss_gib()
@@ -369,7 +372,7 @@ class LocalTrainer:
 
     async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
         started = time.monotonic()
-        await engine.update_weights(policy.engine_state())
+        await engine.update_weights(await to_thread(policy.engine_state))  # LoRA merges are matmuls
         return time.monotonic() - started
 
     @staticmethod
