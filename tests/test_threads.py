@@ -49,7 +49,7 @@ def on_new_thread(fn: Callable[[], object]) -> object:
 
 
 def test_the_runtime_is_found_where_torch_uses_libgomp() -> None:
-    assert threads._pause_function() is not None
+    assert threads._pause_functions()
 
 
 def test_release_frees_the_calling_threads_pool() -> None:

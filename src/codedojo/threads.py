@@ -49,25 +49,27 @@ def _loaded_runtime_paths() -> list[str]:
 
 
 @functools.cache
-def _pause_function() -> Callable[[int], int] | None:
-    """torch's OpenMP runtime's omp_pause_resource_all, or None (no OpenMP, or a runtime without it)."""
+def _pause_functions() -> tuple[Callable[[int], int], ...]:
+    """omp_pause_resource_all of every OpenMP runtime in the process (torch's, and any other copy a library
+    loaded under another path); empty without OpenMP or where the runtime lacks it (before OpenMP 5.0)."""
     import torch  # noqa: F401  (maps torch's runtime into the process)
 
+    functions = []
     for path in _loaded_runtime_paths():
         try:
             function = ctypes.CDLL(path).omp_pause_resource_all
         except (OSError, AttributeError):
             continue
         function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
-        return function
-    return None
+        functions.append(function)
+    return tuple(functions)
 
 
 def release_omp_threads() -> bool:
     """Free the calling thread's OpenMP pool. True when a runtime took the request; False when there is no
     OpenMP runtime with omp_pause_resource_all, or the caller is inside a parallel region."""
-    pause = _pause_function()
-    return pause is not None and pause(OMP_PAUSE_SOFT) == 0
+    results = [pause(OMP_PAUSE_SOFT) == 0 for pause in _pause_functions()]
+    return any(results)
 
 
 def releasing(fn: Callable[..., T]) -> Callable[..., T]:

@@ -45,7 +45,7 @@ from codedojo.inference.sampler import RowSampling
 from codedojo.inference.scheduler import Request, Scheduler
 from codedojo.inference.stopping import StopStrings
 from codedojo.inference.transformer import Transformer
-from codedojo.threads import release_omp_threads
+from codedojo.threads import release_omp_threads, to_thread
 
 # Without an explicit budget: this share of the device's memory (CPU: RAM) holds KV, at most 8 GiB.
 DEFAULT_KV_MEMORY_FRACTION = 0.25
@@ -302,7 +302,7 @@ class LocalEngine:
         """Load the safetensors files of an HF folder (what a trainer's save_pretrained writes)."""
         from codedojo.inference.checkpoints import read_safetensors
 
-        state = await asyncio.to_thread(read_safetensors, Path(path))
+        state = await to_thread(read_safetensors, Path(path))
         return await self.update_weights(state, abort_running=abort_running)
 
     async def call(self, fn: Callable[[Scheduler], Any]) -> Any:
