@@ -5,9 +5,9 @@ ship) every thread that enters a parallel region gets its own pool of helper thr
 thread exits. While the process holds more OpenMP threads than CPUs, libgomp spins only briefly between
 regions and then sleeps on a futex (the GOMP_SPINCOUNT rule for oversubscription), so every region pays a
 wake-up. A decode step is hundreds of small regions, and on a 2-core machine one idle pool elsewhere is
-enough to cross the line: the engine's bf16 batch-1 step took 18-20 ms on a thread alone and 37-42 ms on
-its worker thread after the main thread had loaded the model (`bench/engine_threads.py`,
-docs/inference.md).
+enough to cross the line: the engine's bf16 batch-1 step on its worker thread took 42.4 ms (median) while
+the main thread's pool from loading the model sat idle, and 27.4 ms once it was freed
+(`bench/engine_threads.py`, docs/results/engine-threads.json, docs/inference.md).
 
 So codedojo drops a thread's pool once that thread's torch work is done (`release_omp_threads`): the engine
 worker when it has been idle a moment, the threads that load models and run trainer updates when they
