@@ -161,3 +161,19 @@ def test_the_paired_standard_error_matches_a_hand_computation() -> None:
     with pytest.raises(ValueError, match="share no task"):
         paired_difference(report({"x": 1}), report({"y": 1}))
 
+
+def test_the_reward_trend_matches_a_hand_computation() -> None:
+    from codedojo.agent.evaluation import reward_trend
+    from codedojo.train.report import learning_lines
+
+    trend = reward_trend([0.25, 0.5, 0.9, 0.75, 1.0])  # odd: the middle step (0.9) is in neither half
+    # halves [0.25, 0.5] and [0.75, 1.0]: means 0.375 and 0.875; variances 0.03125 each; / 2 steps each
+    assert trend is not None and trend["steps_per_half"] == 2
+    assert trend["first_half"] == pytest.approx(0.375) and trend["second_half"] == pytest.approx(0.875)
+    assert trend["change"] == pytest.approx(0.5)
+    assert trend["stderr"] == pytest.approx((0.03125 / 2 + 0.03125 / 2) ** 0.5)
+    assert reward_trend([0.1, 0.2, 0.3]) is None  # one step per half has no spread to measure
+    lines = learning_lines({"eval": {}, "train_reward": [0.25, 0.5, 0.9, 0.75, 1.0], "mixed_group_frac": [0.5] * 5,
+                            "train_reward_trend": trend})
+    assert lines[-1] == "training reward, first 2 steps 0.375 -> last 2 0.875: +0.500 +- 0.177 (step-to-step spread)"
+

@@ -102,6 +102,21 @@ def paired_difference(before: EvalReport, after: EvalReport) -> PairedDifference
     return PairedDifference(mean=statistics.fmean(diffs), stderr=stderr, tasks=len(diffs))
 
 
+def reward_trend(per_step: Sequence[float]) -> dict[str, Any] | None:
+    """The training reward of the second half of the steps minus the first half's, with its standard error.
+
+    Each step's mean reward is one observation (a step draws its own tasks, so the step-to-step spread is
+    the noise a trend must beat); with an odd count the middle step is in neither half. The error is
+    sqrt(s1^2/h + s2^2/h) over the h steps of each half. None with fewer than four steps (two per half)."""
+    half = len(per_step) // 2
+    if half < 2:
+        return None
+    first, second = list(per_step[:half]), list(per_step[-half:])
+    stderr = math.sqrt(statistics.variance(first) / half + statistics.variance(second) / half)
+    return {"first_half": statistics.fmean(first), "second_half": statistics.fmean(second),
+            "change": statistics.fmean(second) - statistics.fmean(first), "stderr": stderr, "steps_per_half": half}
+
+
 def score(episodes: Sequence[Episode], *, tasks: Sequence[Task], n: int, wall_sec: float) -> EvalReport:
     by_task: dict[int, list[Episode]] = {i: [] for i in range(len(tasks))}
     for episode in episodes:

@@ -422,7 +422,8 @@ class SmolLM2_Recipe(Recipe):
 
     REQUIRES_BACKEND = ("local",)
     DEFAULTS: ClassVar[dict[str, Any]] = dict(
-        num_rollout=8, rollout_batch_size=4, n_samples_per_prompt=4, lr=1e-5, weight_decay=0.0,
+        num_rollout=8, rollout_batch_size=4, n_samples_per_prompt=4, lr=2e-5, lr_warmup_iters=2, weight_decay=0.0,
+        dynamic_sampling=True,
         eps_clip=0.2, eps_clip_high=0.28, rollout_temperature=1.0, rollout_max_response_len=96,
         rollout_max_context_len=2048, max_tokens_per_gpu=2048, log_probs_chunk_size=256,
         sglang_server_concurrency=16, max_open_sandboxes=8,

@@ -37,6 +37,9 @@ SFT_BATCH = 4
 """The warm start: two passes over the demonstrations in steps of four (16 optimizer steps on the 32 training
 tasks). One pass over 80 guided demonstrations in steps of four at this rate brought the held-out guided pass@1
 at the rollout temperature to 0.30 (docs/training.md; the base model was not measured on that tier)."""
+MAIN_JOB_STEPS = 8
+"""GRPO steps of the main job: 8 steps of 16 episodes took 15.5 min with both evaluations on the project's 2-core
+machine (bf16), which leaves `./dev run` under its 30-minute budget from a fresh clone (docs/training.md)."""
 DEFAULT_TIER = "guided"
 """The tier the embedded default trains and evaluates on, chosen by the SFT model's pass rate at the rollout
 temperature (docs/training.md): 0.30 +- 0.07 on 40 held-out guided tasks, inside the 20-60% where most GRPO
@@ -146,9 +149,10 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     data = run_dir / "data"
     train_path = write_dataset(train_tasks, data / "train.jsonl")
     eval_path = write_dataset(eval_tasks, data / "eval.jsonl")
-    num_rollout = int(overrides.get("num_rollout", 1 if quick else 3))
+    num_rollout = int(overrides.get("num_rollout", 1 if quick else MAIN_JOB_STEPS))
     recipe = SmolLM2_Recipe(**{
-        "num_rollout": num_rollout, "rollout_batch_size": 2, "n_samples_per_prompt": 4,
+        # Each step rolls out 4 tasks x 4 episodes and trains on (at most) 2 of the groups with mixed rewards.
+        "num_rollout": num_rollout, "rollout_batch_size": 2, "over_sampling_batch_size": 4, "n_samples_per_prompt": 4,
         "save": "checkpoints", "save_interval": num_rollout, "eval_interval": num_rollout,
         "eval_config": EvalConfig(defaults=EvalDefaults(temperature=0.6, n_samples_per_eval_prompt=1),
                                   datasets=(EvalDataset(name="held-out", path=str(eval_path)),)),

@@ -91,6 +91,10 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
     if summary["train_reward"]:
         lines.append("training reward per step: " + " ".join(f"{r:.3f}" for r in summary["train_reward"]))
         lines.append("groups with mixed rewards per step: " + " ".join(f"{m:.2f}" for m in summary["mixed_group_frac"]))
+    if trend := summary.get("train_reward_trend"):
+        lines.append(f"training reward, first {trend['steps_per_half']} steps {num(trend['first_half'])} -> last "
+                     f"{trend['steps_per_half']} {num(trend['second_half'])}: {num(trend['change'], True)} +- "
+                     f"{num(trend['stderr'])} (step-to-step spread)")
     return lines
 
 

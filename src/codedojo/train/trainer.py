@@ -23,7 +23,7 @@ from rich.console import Console
 
 from codedojo.agent.budget import recipe_budget
 from codedojo.agent.engines import profile_for
-from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference
+from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference, reward_trend
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
@@ -328,6 +328,8 @@ class LocalTrainer:
         standard error of the gain, and the training reward and share of mixed groups per step."""
         out: dict[str, Any] = {"train_reward": [r["rollout/reward_mean"] for r in train_rows],
                                "mixed_group_frac": [r["rollout/mixed_group_frac"] for r in train_rows], "eval": {}}
+        if (trend := reward_trend(out["train_reward"])) is not None:
+            out["train_reward_trend"] = trend
         for name, history in self._evals.items():
             (first_step, first), (last_step, last) = history[0], history[-1]
             entry: dict[str, Any] = {
