@@ -51,6 +51,7 @@ def _train(tmp: Path, run_dir: Path, *, kill_at: int | None = None) -> subproces
         dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
     settings = [f"num_rollout={STEPS}", "rollout_batch_size=2", "n_samples_per_prompt=2", "global_batch_size=2",
                 "rollout_max_response_len=16", "lr=1e-3", "entropy_coef=0.01", "bf16=false", "seed=5",
+                "dynamic_sampling=false",  # every step trains (SmolLM2_Recipe drops uniform groups by default)
                 "save=\"checkpoints\"", "extra_config={agentic_max_steps=2, skip_eval_before_train=true}",
                 "custom_rollout_log_function=\"test_train_resume:kill_before_checkpoint\""]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent),
