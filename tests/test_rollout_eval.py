@@ -176,4 +176,3 @@ def test_the_reward_trend_matches_a_hand_computation() -> None:
     lines = learning_lines({"eval": {}, "train_reward": [0.25, 0.5, 0.9, 0.75, 1.0], "mixed_group_frac": [0.5] * 5,
                             "train_reward_trend": trend})
     assert lines[-1] == "training reward, first 2 steps 0.375 -> last 2 0.875: +0.500 +- 0.177 (step-to-step spread)"
-
