@@ -1,13 +1,18 @@
 """One policy update from a batch of samples: old logprobs, then clipped-loss optimizer steps.
 
-Order of work (slime's):
-1. old logprobs of every sample under the current weights, without gradients, in token-budget
-   micro-batches (and reference logprobs when a KL loss is on); their gap to the sampler's logprobs is
-   the train/inference mismatch, logged every step, and with TIS it weights the loss;
-2. the samples are split into optimizer steps of `global_batch_size` samples; each optimizer step packs
-   its samples into micro-batches of at most `max_tokens_per_gpu` tokens, accumulates the gradients of
-   the clipped policy loss (plus KL and entropy terms) normalised by the step's trainable-token count,
-   clips the gradient norm and steps AdamW and the schedule.
+Order of work (slime's, less one pass):
+1. the samples are shuffled and split into optimizer steps of `global_batch_size` samples;
+2. old logprobs under the current weights, without gradients, in token-budget micro-batches, of the
+   samples of the second and later optimizer steps only (and reference logprobs of every sample when a KL
+   loss is on). The first optimizer step's samples need no such pass: until it steps, the weights are
+   the ones the old logprobs would be computed with, so its own forward pass gives them (detached: the
+   ratio is exactly 1 with the gradient of the logprob, as a separate pass would give up to float
+   summation order). With one optimizer step per rollout, the usual case, that saves a forward pass over
+   the whole batch. The old logprobs' gap to the sampler's is the train/inference mismatch, logged every
+   step, and with TIS they weight the loss;
+3. each optimizer step packs its samples into micro-batches of at most `max_tokens_per_gpu` tokens,
+   accumulates the gradients of the clipped policy loss (plus KL and entropy terms) normalised by the
+   step's trainable-token count, clips the gradient norm and steps AdamW and the schedule.
 
 Everything the update reads is in `UpdateConfig`, built once from the recipe by the trainer
 (train.trainer.update_config_for); this module does not know the recipe.
@@ -69,7 +74,8 @@ class UpdateConfig:
 @dataclass(frozen=True)
 class _Prepared:
     sample: TrainSample
-    old: torch.Tensor
+    old: torch.Tensor | None
+    """Old logprobs; None in the first optimizer step, whose own forward pass gives them."""
     ref: torch.Tensor | None
 
 
@@ -110,23 +116,33 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     # loss is exactly the same as if it had been).
     needs_all = config.use_kl or config.entropy_coef != 0.0
     active = [i for i, s in enumerate(samples) if needs_all or s.advantage != 0.0]
-    scored = [samples[i] for i in active] or list(samples[:2])  # keep measuring the mismatch
-    old = _score(policy, scored, config, reference=False)
-    ref = _score(policy, scored, config, reference=True) if config.use_kl else [None] * len(scored)  # type: ignore[list-item]
-    by_index = {i: _Prepared(s, o, r) for i, s, o, r in zip(active, scored, old, ref, strict=False)}
-    metrics = _mismatch([_Prepared(s, o, r) for s, o, r in zip(scored, old, ref, strict=True)], policy.device)
-    metrics["train/skipped_zero_advantage"] = float(len(samples) - len(active))
-
     order = list(range(len(samples)))
     rng.shuffle(order)
     size = config.global_batch_size
+    first_step = set(order[:size])
+    stale = [i for i in active if i not in first_step]  # trained after the weights have moved
+    old_by_index = dict(zip(stale, _score(policy, [samples[i] for i in stale], config, reference=False),
+                            strict=True))
+    ref_by_index: dict[int, torch.Tensor] = {}
+    if config.use_kl:
+        ref_by_index = dict(zip(active, _score(policy, [samples[i] for i in active], config, reference=True),
+                                strict=True))
+    by_index = {i: _Prepared(samples[i], old_by_index.get(i), ref_by_index.get(i)) for i in active}
+    if not active:  # nothing trains; score a couple of samples so the mismatch is still measured
+        probe = list(samples[:2])
+        old_by_index = dict(enumerate(_score(policy, probe, config, reference=False)))
+        mismatch_samples = dict(enumerate(probe))
+    else:
+        mismatch_samples = {i: samples[i] for i in active}
+
     totals: dict[str, float] = {}
     grad_norms: list[float] = []
     trained_tokens = 0
     for start in range(0, len(order), size):
         group = order[start:start + size]
         num_tokens = sum(samples[i].num_trainable for i in group)
-        step_items = [by_index[i] for i in group if i in by_index]
+        step_indices = [i for i in group if i in by_index]
+        step_items = [by_index[i] for i in step_indices]
         trained_tokens += sum(p.sample.num_trainable for p in step_items)
         if not step_items:  # nothing to learn from in this optimizer step; keep the schedule in time
             with warnings.catch_warnings():  # stepping the schedule without an optimizer step is deliberate
@@ -135,7 +151,9 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
             continue
         for indices in _micro_batches([p.sample for p in step_items], config.max_tokens_per_gpu):
             micro = [step_items[i] for i in indices]
-            parts = _micro_loss(policy, micro, config, num_tokens=num_tokens)
+            parts, current = _micro_loss(policy, micro, config, num_tokens=num_tokens)
+            for i, lp in zip(indices, current, strict=True):
+                old_by_index.setdefault(step_indices[i], lp)
             parts["loss"].backward()
             # loss terms are already normalised by the step's token count, so micro-batches simply add up;
             # the clip fraction is a per-token rate, weighted by the micro-batch's share of tokens
@@ -152,6 +170,8 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+    metrics = _mismatch([(s, old_by_index[i]) for i, s in mismatch_samples.items()])
+    metrics["train/skipped_zero_advantage"] = float(len(samples) - len(active))
     steps = max(1, len(grad_norms))
     seconds = time.monotonic() - started
     metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
@@ -169,14 +189,17 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
 
 
 def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *, num_tokens: int
-                ) -> dict[str, torch.Tensor]:
+                ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    """The micro-batch's loss terms, and each sample's current logprobs (detached), which are the old
+    logprobs of a sample without any (`_Prepared.old` None)."""
     device = policy.device
     want_entropy = config.entropy_coef != 0.0
     lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=config.temperature,
                                 chunk_size=config.log_probs_chunk_size, with_entropy=want_entropy,
                                 used=[p.sample.loss_mask for p in micro], groups=[p.sample.group for p in micro])
     logprobs_T = torch.cat(lps)
-    old_T = torch.cat([p.old for p in micro]).to(device)
+    current = [lp.detach() for lp in lps]
+    old_T = torch.cat([c if p.old is None else p.old.to(device) for p, c in zip(micro, current, strict=True)])
     mask_T = torch.tensor([m for p in micro for m in p.sample.loss_mask], dtype=logprobs_T.dtype, device=device)
     adv_T = torch.cat([torch.full((len(p.sample.loss_mask),), p.sample.advantage, device=device) for p in micro])
     tis = None
@@ -200,18 +223,19 @@ def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *,
         loss = loss - config.entropy_coef * entropy
         parts["entropy"] = entropy.detach()
     parts["loss"] = loss
-    return parts
+    return parts, current
 
 
-def _mismatch(prepared: Sequence[_Prepared], device: torch.device) -> dict[str, float]:
-    """Trainer vs sampler logprobs on trainable tokens: |difference| and a KL(sampler || trainer) estimate."""
+def _mismatch(scored: Sequence[tuple[TrainSample, torch.Tensor]]) -> dict[str, float]:
+    """Trainer (old) vs sampler logprobs on trainable tokens: |difference| and a KL(sampler || trainer)
+    estimate."""
     diffs, kls = [], []
-    for p in prepared:
-        mask = torch.tensor(p.sample.loss_mask, dtype=torch.bool)
+    for sample, old_lp in scored:
+        mask = torch.tensor(sample.loss_mask, dtype=torch.bool)
         if not mask.any():
             continue
-        old = p.old.cpu()[mask]
-        rollout = torch.tensor(p.sample.rollout_logprobs)[mask]
+        old = old_lp.cpu()[mask]
+        rollout = torch.tensor(sample.rollout_logprobs)[mask]
         diffs.append((old - rollout).abs())
         kls.append(kl_divergence(rollout, old, estimator="k3"))
     if not diffs:
