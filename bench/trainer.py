@@ -8,7 +8,9 @@ on the same episode-like sequences with the same loss (mean negative logprob of 
 normalised by their count), backward and AdamW step. The RL workload is GRPO groups: each group's members
 share an opening (system prompt, task, first observation: 500-700 tokens) and then differ (600-1300 tokens
 each, a fifth of them the agent's own, trainable); the SFT workload is demonstrations of 600-1800 tokens
-with 12% trainable and no groups.
+that all open with the same 356 tokens (the system prompt and worked examples: the main job's 32
+demonstrations share their first 356 tokens, 37% of their mean length of 973) and are 12% trainable
+after it.
 
   today       codedojo's packed step as it was at d75edee (bench/legacy_packed.py, verbatim): fp32,
               vocabulary head at every position, HF's RMSNorm and RoPE modules, no sharing
@@ -16,11 +18,18 @@ with 12% trainable and no groups.
   head        kernels + the head and log-softmax only at trainable positions
   bf16        kernels + bf16 matmuls (autocast over fp32 weights; the head stays fp32)
   share       kernels + one shared prefix per GRPO group
-  all         all of them
+  all         all of them, in the default precision (bf16 where the CPU or GPU computes it natively,
+              fp32 elsewhere: codedojo.precision), as training runs
   hf_fp32     the HF model over right-padded micro-batches of 2 with an attention mask, full logits
   hf_bf16     the same under bf16 autocast
   sft_today / sft_new   the SFT step before (legacy forward, fp32, every position) and after
-              (codedojo.train.sft.sft_loss: current forward, trainable positions only, bf16)
+              (codedojo.train.sft.sft_loss: current forward, trainable positions only, default precision)
+  sft_share   sft_new with the demonstrations' common opening laid out once per micro-batch
+              (SFTConfig.share_prefix) in micro-batches of --sft-share-budget tokens
+
+Where the CPU has no native bf16 (no AVX-512 BF16 or AMX), bf16 is emulated at a small fraction of the
+fp32 rate (a 2048x576 @ 576x1536 matmul: 1 GFLOP/s against 139 in fp32 on a 2-core AVX2 EPYC), so `bf16`
+and `hf_bf16` are left out unless named with --only; the JSON lists what was left out and why.
 
 Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
 model and its optimizer state live at a time); with `--isolate`, each in a fresh process of its own, one
@@ -47,7 +56,7 @@ from typing import Any
 
 import torch
 
-from codedojo.precision import capability, compute_precision
+from codedojo.precision import capability, compute_dtype, compute_precision, native_bf16
 from codedojo.rl.packing import pack, pack_groups
 from codedojo.train.packed import MIN_SHARED_PREFIX
 from codedojo.train.policy import Policy
@@ -92,13 +101,21 @@ def rl_workload(*, groups: int, group_size: int, seed: int, scale: float = 1.0, 
     return out
 
 
-def sft_workload(*, n: int, seed: int, scale: float = 1.0, vocab: int = 49000) -> list[Seq]:
+SFT_OPENING = 356
+"""Tokens every demonstration of the main job opens with (system prompt and worked examples), measured on
+its 32 cached demonstrations (mean length 973)."""
+
+
+def sft_workload(*, n: int, seed: int, scale: float = 1.0, vocab: int = 49000, opening: int = SFT_OPENING
+                 ) -> list[Seq]:
     rng = random.Random(seed)
+    common = [rng.randrange(10, vocab) for _ in range(int(opening * scale))]
     out = []
     for i in range(n):
-        length = int(rng.randint(600, 1800) * scale)
-        ids = [rng.randrange(10, vocab) for _ in range(length)]
-        out.append(Seq(ids, [1 if rng.random() < 0.12 else 0 for _ in range(length - 1)], i))
+        length = max(int(rng.randint(600, 1800) * scale), len(common) + 2)
+        ids = common + [rng.randrange(10, vocab) for _ in range(length - len(common))]
+        mask = [0] * (len(common) - 1) + [1 if rng.random() < 0.12 else 0 for _ in range(length - len(common))]
+        out.append(Seq(ids, mask, i))
     return out
 
 
@@ -145,12 +162,16 @@ def codedojo_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *
     opt.zero_grad(set_to_none=True)
 
 
-def sft_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int) -> None:
+def sft_step(policy: Policy, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int, share: bool = False
+             ) -> None:
+    """One optimizer step over `data` as codedojo.train.sft.run_sft takes it (with `share`, every sequence
+    in one group, so a micro-batch lays their common opening out once)."""
     num_tokens = sum(sum(s.mask) for s in data)
-    for mb in pack([len(s.ids) for s in data], max_tokens=budget):
+    keys = [0] * len(data) if share else list(range(len(data)))
+    for mb in pack_groups([s.ids for s in data], keys, max_tokens=budget, min_shared=MIN_SHARED_PREFIX):
         micro = [data[i] for i in mb.indices]
         sft_loss(policy, [s.ids for s in micro], [s.mask for s in micro], num_tokens=num_tokens,
-                 chunk_size=256).backward()
+                 chunk_size=256, share_prefix=share).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
 
@@ -182,7 +203,8 @@ def hf_padded_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: lis
 
 
 def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict | None, device: str = "cpu",
-                   sft_budget: int | None = None) -> dict[str, tuple[list[Seq], Callable[[], Callable[[], object]]]]:
+                   sft_budget: int | None = None, sft_share_budget: int | None = None
+                   ) -> dict[str, tuple[list[Seq], Callable[[], Callable[[], object]]]]:
     # Each entry builds its model and optimizer when called and returns the step: one model (with its
     # AdamW state) is alive at a time, so nine SmolLM2-sized configurations fit in memory.
     def ours(dtype: torch.dtype, *, used: bool, share: bool) -> Callable[[], Callable[[], object]]:
@@ -192,11 +214,13 @@ def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict 
             return lambda: codedojo_step(policy, opt, rl, budget=budget, used=used, share=share)
         return build
 
-    def supervised(dtype: torch.dtype) -> Callable[[], Callable[[], object]]:
+    def supervised(dtype: torch.dtype, *, share: bool = False) -> Callable[[], Callable[[], object]]:
+        step_budget = (sft_share_budget if share else None) or sft_budget or budget
+
         def build() -> Callable[[], object]:
             policy = Policy(build_model(seed=1, shape=shape, device=device), compute_dtype=dtype)
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-6)
-            return lambda: sft_step(policy, opt, demos, budget=sft_budget or budget)
+            return lambda: sft_step(policy, opt, demos, budget=step_budget, share=share)
         return build
 
     def legacy(data: list[Seq], step_budget: int) -> Callable[[], Callable[[], object]]:
@@ -214,18 +238,24 @@ def configurations(rl: list[Seq], demos: list[Seq], *, budget: int, shape: dict 
         return build
 
     f32, b16 = torch.float32, torch.bfloat16
+    default = compute_dtype(None, device)
     return {
         "today": (rl, legacy(rl, budget)),
         "kernels": (rl, ours(f32, used=False, share=False)),
         "head": (rl, ours(f32, used=True, share=False)),
         "bf16": (rl, ours(b16, used=False, share=False)),
         "share": (rl, ours(f32, used=False, share=True)),
-        "all": (rl, ours(b16, used=True, share=True)),
+        "all": (rl, ours(default, used=True, share=True)),
         "hf_fp32": (rl, hf(f32)),
         "hf_bf16": (rl, hf(b16)),
         "sft_today": (demos, legacy(demos, sft_budget or budget)),
-        "sft_new": (demos, supervised(b16)),
+        "sft_new": (demos, supervised(default)),
+        "sft_share": (demos, supervised(default, share=True)),
     }
+
+
+EMULATED_BF16 = ("bf16", "hf_bf16")
+"""Configurations that multiply in bf16 whatever the CPU: left out by default where it is emulated."""
 
 
 def time_steps(build: Callable[[], Callable[[], object]], *, repeat: int) -> float:
@@ -283,10 +313,13 @@ def ratios(tps: dict[str, float]) -> dict[str, float]:
     put("all", "today")
     put("today", "hf_fp32")
     put("hf_bf16", "hf_fp32")
-    if "hf_fp32" in tps and "hf_bf16" in tps and "all" in tps:
-        fastest = max(("hf_fp32", "hf_bf16"), key=lambda k: tps[k])
+    peers = [k for k in ("hf_fp32", "hf_bf16") if k in tps]  # hf_bf16 is left out where bf16 is emulated
+    if peers and "all" in tps:
+        fastest = max(peers, key=lambda k: tps[k])
         out[f"all_vs_hf_fastest({fastest})"] = round(tps["all"] / tps[fastest], 3)
     put("sft_new", "sft_today")
+    put("sft_share", "sft_new")
+    put("sft_share", "sft_today")
     return out
 
 
@@ -299,7 +332,12 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=4096, help="RL micro-batch token budget")
     parser.add_argument("--sft-budget", type=int, default=SFTConfig().max_tokens_per_gpu,
                         help="SFT micro-batch token budget (default: SFTConfig's)")
-    parser.add_argument("--only", default="", help="comma-separated configurations (default: all)")
+    parser.add_argument("--sft-share-budget", type=int, default=4096,
+                        help="micro-batch token budget of sft_share (a whole SFT step of the main job, 4 "
+                             "demonstrations sharing their opening, fits in 4,096)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated configurations (default: all, less bf16 ones on a CPU that "
+                             "emulates bf16)")
     parser.add_argument("--tiny", action="store_true", help="a tiny model and short sequences (a smoke test)")
     parser.add_argument("--isolate", action="store_true",
                         help="time each configuration in a fresh process of its own (in turn, never two at once), "
@@ -318,7 +356,13 @@ def main() -> None:
     vocab = 500 if args.tiny else 49000
     rl = rl_workload(groups=args.groups, group_size=args.group_size, seed=0, scale=scale, vocab=vocab)
     sft = sft_workload(n=args.sft_sequences, seed=1, scale=scale, vocab=vocab)
-    configs = configurations(rl, sft, budget=args.budget, shape=shape, sft_budget=args.sft_budget)
+    configs = configurations(rl, sft, budget=args.budget, shape=shape, sft_budget=args.sft_budget,
+                             sft_share_budget=args.sft_share_budget)
+    left_out: dict[str, str] = {}
+    if not args.only and not native_bf16("cpu"):
+        left_out = {name: "this CPU emulates bf16 (no avx512_bf16 or amx_bf16 flag); name it with --only to "
+                          "time it anyway" for name in EMULATED_BF16}
+        configs = {k: v for k, v in configs.items() if k not in left_out}
     if args.only:
         wanted = args.only.split(",")
         unknown = sorted(set(wanted) - set(configs))
@@ -349,8 +393,10 @@ def main() -> None:
                             [s.ids for s in rl], [s.group for s in rl], max_tokens=args.budget,
                             min_shared=MIN_SHARED_PREFIX))},
         "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
-                         "trainable": sum(sum(s.mask) for s in sft)},
-        "budget": args.budget, "sft_budget": args.sft_budget, "repeat": args.repeat, "isolated": args.isolate,
+                         "trainable": sum(sum(s.mask) for s in sft), "common_opening": int(SFT_OPENING * scale)},
+        "budget": args.budget, "sft_budget": args.sft_budget, "sft_share_budget": args.sft_share_budget,
+        "repeat": args.repeat, "isolated": args.isolate,
+        "all_dtype": str(compute_dtype(None, "cpu")).removeprefix("torch."), "left_out": left_out,
         "tokens_per_sec": tps, "seconds": {k: round(v, 2) for k, v in best.items()},
         "ratios": ratios(tps),
         "load_average_before": [round(x, 2) for x in load_before],
