@@ -25,7 +25,7 @@ after it.
   sft_today / sft_new   the SFT step before (legacy forward, fp32, every position) and after
               (codedojo.train.sft.sft_loss: current forward, trainable positions only, default precision)
   sft_share   sft_new with the demonstrations' common opening laid out once per micro-batch
-              (SFTConfig.share_prefix) in micro-batches of --sft-share-budget tokens
+              (SFTConfig.share_prefix, on by default) in micro-batches of --sft-share-budget tokens
 
 Where the CPU has no native bf16 (no AVX-512 BF16 or AMX), bf16 is emulated at a small fraction of the
 fp32 rate (a 2048x576 @ 576x1536 matmul: 1 GFLOP/s against 139 in fp32 on a 2-core AVX2 EPYC), so `bf16`
@@ -332,9 +332,9 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=4096, help="RL micro-batch token budget")
     parser.add_argument("--sft-budget", type=int, default=SFTConfig().max_tokens_per_gpu,
                         help="SFT micro-batch token budget (default: SFTConfig's)")
-    parser.add_argument("--sft-share-budget", type=int, default=4096,
-                        help="micro-batch token budget of sft_share (a whole SFT step of the main job, 4 "
-                             "demonstrations sharing their opening, fits in 4,096)")
+    parser.add_argument("--sft-share-budget", type=int, default=None,
+                        help="micro-batch token budget of sft_share (default: --sft-budget, so the line "
+                             "differs from sft_new only in the sharing)")
     parser.add_argument("--only", default="",
                         help="comma-separated configurations (default: all, less bf16 ones on a CPU that "
                              "emulates bf16)")
@@ -394,7 +394,8 @@ def main() -> None:
                             min_shared=MIN_SHARED_PREFIX))},
         "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
                          "trainable": sum(sum(s.mask) for s in sft), "common_opening": int(SFT_OPENING * scale)},
-        "budget": args.budget, "sft_budget": args.sft_budget, "sft_share_budget": args.sft_share_budget,
+        "budget": args.budget, "sft_budget": args.sft_budget,
+        "sft_share_budget": args.sft_share_budget or args.sft_budget,
         "repeat": args.repeat, "isolated": args.isolate,
         "all_dtype": str(compute_dtype(None, "cpu")).removeprefix("torch."), "left_out": left_out,
         "tokens_per_sec": tps, "seconds": {k: round(v, 2) for k, v in best.items()},

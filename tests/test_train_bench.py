@@ -177,3 +177,29 @@ def test_the_grpo_probe_runs_each_learning_rate_from_one_sft_model(tmp_path: Pat
         assert any(r.get("rollout/groups") == 2.0 for r in episodes)
     assert (work / "sft" / "final" / "config.json").is_file()
     assert not list(work.glob("eval_*")) and not (work / "plan.json").exists()  # nothing held out ran
+
+
+def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"recipe": {"bf16": False}, "device": "cpu"}))
+    rows = [{"step": 0, "kind": "eval", "eval/held-out/pass@1": 0.25},
+            {"step": 0, "kind": "train", "rollout/reward_mean": 0.5, "rollout/mixed_group_frac": 0.5,
+             "rollout/turns_mean": 4.0, "perf/rollout_seconds": 80.04, "perf/train_seconds": 60.0,
+             "perf/rollout_sampled_tokens_per_sec": 30.0, "perf/rss_gib": 3.666, "perf/peak_rss_gib": 7.1}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "learning.json").write_text(json.dumps({"train_reward": [0.5]}))
+    (tmp_path / "cache" / "sft" / "k").mkdir(parents=True)
+    (tmp_path / "cache" / "sft" / "k" / "sft.json").write_text(json.dumps({"tokens": 1000, "seconds": 10.0}))
+    (tmp_path / "time.log").write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 38:28.30\n"
+                                       "\tMaximum resident set size (kbytes): 11047876\n")
+    out = subprocess.run([sys.executable, str(BENCH / "default_run.py"), str(run), "--cache", str(tmp_path / "cache"),
+                          "--time-log", str(tmp_path / "time.log")], capture_output=True, text=True, check=True).stdout
+    result = json.loads(out)
+    assert result["training_precision"] == "float32"
+    assert result["grpo_steps"] == [{"step": 1, "reward_mean": 0.5, "mixed_group_frac": 0.5, "turns_mean": 4.0,
+                                     "rollout_s": 80.0, "train_s": 60.0, "rollout_sampled_tok_s": 30.0,
+                                     "rss_gib": 3.67, "peak_rss_gib": 7.1}]
+    assert result["sft"] == {"tokens": 1000, "seconds": 10.0, "tokens_per_sec": 100.0}
+    assert result["wall_clock"] == "38:28.30" and result["peak_rss_gib"] == 10.54
+    assert result["learning"] == {"train_reward": [0.5]}

@@ -426,7 +426,7 @@ class SmolLM2_Recipe(Recipe):
         dynamic_sampling=True,
         eps_clip=0.2, eps_clip_high=0.28, rollout_temperature=1.0, rollout_max_response_len=96,
         rollout_max_context_len=2048, max_tokens_per_gpu=2048, log_probs_chunk_size=256,
-        sglang_server_concurrency=16, max_open_sandboxes=8,
+        sglang_server_concurrency=16, max_open_sandboxes=16,
         extra_config=ExtraConfig(agentic_max_steps=6, agentic_episode_timeout=300.0, agentic_exec_timeout=20.0,
                                  skip_eval_before_train=False),
     )
