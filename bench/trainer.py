@@ -28,7 +28,8 @@ after it.
               (SFTConfig.share_prefix, on by default) in micro-batches of --sft-share-budget tokens
 
 Where the CPU has no native bf16 (no AVX-512 BF16 or AMX), bf16 is emulated at a small fraction of the
-fp32 rate (a 2048x576 @ 576x1536 matmul: 1 GFLOP/s against 139 in fp32 on a 2-core AVX2 EPYC), so `bf16`
+fp32 rate (a 2048x576 @ 576x1536 matmul: 1.3 GFLOP/s against 185 in fp32 on a 2-core AVX2 EPYC,
+docs/results/bf16-probe-avx2.json), so `bf16`
 and `hf_bf16` are left out unless named with --only; the JSON lists what was left out and why.
 
 Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
