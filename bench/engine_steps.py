@@ -1,6 +1,7 @@
 """Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
 
     .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
+        [--only packed_weights,small_step,decode_runs,one_token_path,sampler,bf16_one_row]
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
@@ -14,6 +15,8 @@
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
   and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
+- one-token path: a batch-1 decode step through `Transformer._one_token_layers` (fewer small kernels:
+  `transformer.ONE_TOKEN_PATH`) vs the general `_layers`, fp32 and bf16;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
   float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
   (median of 20 calls per round).
@@ -106,8 +109,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
                                "packed_weights/extra_rss_mib": packed_copy_mib}
     split_cost = sb.RUN_CALL_COST
+    def wanted(group: str) -> bool:
+        return not args.only or group in args.only.split(",")
+
     for name, (fn, calls) in shapes.items():
-        if name == "decode_1_row_400":
+        if name == "decode_1_row_400" or not wanted("packed_weights"):
             continue  # one-token steps take the plain matrices whatever `use` sets: see small_step below
 
         def side(weights: str, fn: Callable[[], object] = fn, calls: int = calls) -> Callable[[], float]:
@@ -127,9 +133,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         return run
 
     engine_plain = torch.get_num_threads() <= limits[1] and limits[0] >= 1
-    results["small_step/decode_1_row_400"] = {
-        **ab({"ours": one_row(engine_plain), "baseline": one_row(not engine_plain)}, args.repeat),
-        "ours_is": "plain" if engine_plain else "packed"}
+    if wanted("small_step"):
+        results["small_step/decode_1_row_400"] = {
+            **ab({"ours": one_row(engine_plain), "baseline": one_row(not engine_plain)}, args.repeat),
+            "ours_is": "plain" if engine_plain else "packed"}
+    if wanted("one_token_path"):
+        results["one_token_path/fp32_decode_1_row_400"] = one_token_ab(model, args.repeat)
 
     def with_cost(cost: int) -> Callable[[], float]:
         def run() -> float:
@@ -141,9 +150,10 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
         return run
 
-    results["decode_runs/decode_16_ragged_rows"] = ab(
-        {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
-    )
+    if wanted("decode_runs"):
+        results["decode_runs/decode_16_ragged_rows"] = ab(
+            {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
+        )
     reads = {}
     for label, cost in (("split", split_cost), ("one_call", 10**9)):
         sb.RUN_CALL_COST = cost
@@ -175,10 +185,13 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
         return run
 
-    results["sampler/16_rows_exp_and_search"] = ab(
-        {"ours": sampler_side(ours_search), "baseline": sampler_side(float64_cumsum)}, args.repeat
-    )
-    results.update(bf16_one_row(loaded, model, args.repeat))
+    if wanted("sampler"):
+        results["sampler/16_rows_exp_and_search"] = ab(
+            {"ours": sampler_side(ours_search), "baseline": sampler_side(float64_cumsum)}, args.repeat
+        )
+    if wanted("bf16_one_row") or wanted("one_token_path"):
+        bf16 = bf16_one_row(loaded, model, args.repeat)
+        results.update({k: v for k, v in bf16.items() if wanted(k.split("/")[0])})
     return results
 
 
@@ -189,6 +202,23 @@ def one_row(model: Any) -> Callable[[], object]:
         tensor.normal_()
     step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
     return lambda: model.forward(step, cache)
+
+
+def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
+    """`model`'s batch-1 decode step (one row at 400 positions) on the one-token path (ours) vs the general
+    layers (baseline)."""
+    step = one_row(model)
+
+    def side(lean: bool) -> Callable[[], float]:
+        def run() -> float:
+            model.one_token_path = lean
+            try:
+                return fastest_ms(step, 10)
+            finally:
+                model.one_token_path = True
+        return run
+
+    return ab({"ours": side(True), "baseline": side(False)}, repeat)
 
 
 def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
@@ -221,7 +251,8 @@ def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
         **ab({"ours": bf16_side(True), "baseline": bf16_side(False)}, repeat),
         "fp32_ms": round(min(fastest_ms(fp32_step, 10) for _ in range(repeat)), 1),
         "native_bf16": native_bf16("cpu")},
-        "bf16_one_row/fp16_head_vs_fp32_head": ab({"ours": head_side(True), "baseline": head_side(False)}, repeat)}
+        "bf16_one_row/fp16_head_vs_fp32_head": ab({"ours": head_side(True), "baseline": head_side(False)}, repeat),
+        "one_token_path/bf16_decode_1_row_400": one_token_ab(bf16, repeat)}
 
 
 if __name__ == "__main__":
@@ -229,4 +260,5 @@ if __name__ == "__main__":
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--only", default="", help="comma-separated groups to run (default: all)")
     print(json.dumps(main(parser.parse_args()), indent=2))

@@ -45,8 +45,8 @@ def test_engine_bench_without_hf_reports_ours_alone() -> None:
 
 
 def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_model() -> None:
-    """bench/engine_steps.py's bf16 one-row entries run (a tiny model with room for 400 positions) and put the
-    engine's switches back."""
+    """bench/engine_steps.py's bf16 one-row and one-token-path entries run (a tiny model with room for 400
+    positions) and put the engine's switches back."""
     import importlib.util as util
 
     import torch
@@ -63,7 +63,11 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
     limit = transformer.REDUCED_GEMV_TOKENS
     out = steps.bf16_one_row(loaded, loaded.engine_model(), 1)
     assert transformer.REDUCED_GEMV_TOKENS == limit and torch._C._get_mkldnn_enabled()
-    for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head"):
+    fp32 = loaded.engine_model()
+    out["one_token_path/fp32_decode_1_row_400"] = steps.one_token_ab(fp32, 1)
+    assert fp32.one_token_path
+    for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head",
+                "one_token_path/bf16_decode_1_row_400", "one_token_path/fp32_decode_1_row_400"):
         assert out[key]["ours_ms"] > 0 and out[key]["baseline_ms"] > 0 and out[key]["ratio"] > 0
 
 

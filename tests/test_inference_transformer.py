@@ -150,6 +150,37 @@ def test_one_token_steps_run_on_the_plain_matrices_and_follow_weight_updates(mod
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_token_path_matches_the_general_path_and_hf(models, threads: int) -> None:
+    """A one-token step takes `_one_token_layers` (row norms from a dot product, RoPE as a matmul, K/V written by
+    plain indexing, the residual adds fused into oneDNN's o and down projections at 2 threads): the logits and
+    every K/V it writes equal the general path's to fp32 rounding, here on row 1 of a two-row cache."""
+    ours, hf = models
+    tokens = list(range(5, 45))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        def run(one_token: bool) -> tuple[list[torch.Tensor], KVCache]:
+            ours.one_token_path = one_token
+            cache = KVCache(ours.kv_shape, rows=2, capacity=64)
+            ours.forward(build_step([], prefills=[(1, 0, tokens[:36])], sample_tokens=[0], device="cpu"), cache)
+            logits = [ours.forward(build_step([(1, position, tokens[position])], prefills=[], sample_tokens=[0],
+                                              device="cpu"), cache)[0] for position in range(36, 40)]
+            return logits, cache
+
+        lean, lean_cache = run(True)
+        general, general_cache = run(False)
+    finally:
+        ours.one_token_path = True
+        torch.set_num_threads(before)
+    for ours_logits, theirs in zip(lean, general, strict=True):
+        torch.testing.assert_close(ours_logits, theirs, atol=2e-5, rtol=0)
+    for mine, theirs in zip(lean_cache.keys + lean_cache.values, general_cache.keys + general_cache.values,
+                            strict=True):
+        torch.testing.assert_close(mine[:, :, :40], theirs[:, :, :40], atol=1e-5, rtol=0)
+    torch.testing.assert_close(lean[-1], reference_logits(hf, tokens[:40])[-1], atol=1e-4, rtol=0)
+
+
 # bf16 engine vs the fp32 HF forward on the 3-layer tiny models: |logprob difference| over the whole
 # vocabulary at every position of the ragged prefill + decode step below. Measured 2026-12-01 (torch 2.13,
 # an AVX2 CPU that emulates bf16): worst 3.0e-3 (llama) and 4.9e-3 (qwen3), mean 4.5e-4 and 6.3e-4; after
@@ -243,14 +274,14 @@ def test_bf16_one_row_decode_steps_stay_within_the_bound_and_leave_onednn_as_the
         seen.append(torch._C._get_mkldnn_enabled())
         raise RuntimeError("boom")
 
-    original = ours._attention
-    ours._attention = failing  # type: ignore[method-assign]
+    original = ours._one_token_layers  # the layers of a one-token step (see transformer.ONE_TOKEN_PATH)
+    ours._one_token_layers = failing  # type: ignore[method-assign]
     try:
         with pytest.raises(RuntimeError, match="boom"):
             ours.forward(build_step([(0, len(seq), 5)], prefills=[], sample_tokens=[0], device="cpu",
                                     dtype=ours.dtype), cache)
     finally:
-        ours._attention = original  # type: ignore[method-assign]
+        ours._one_token_layers = original  # type: ignore[method-assign]
     assert seen == [False] and torch._C._get_mkldnn_enabled()
 
 

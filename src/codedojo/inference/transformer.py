@@ -21,6 +21,7 @@ one-token CPU steps (batch-1 decode) read the head from an fp16 copy (see HALF_H
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,6 +190,17 @@ REDUCED_GEMV_TOKENS = 1
 HALF_HEAD_LIMIT = 60_000.0
 
 
+# A one-token CPU step (batch-1 decode) reads all the weights once, and between its 121 matmuls runs a few
+# hundred small kernels; streaming the weights evicts what those kernels' code and data need from the
+# caches, so each costs 2-3x what it costs alone (an RMSNorm: 53 us in the step against 18 us alone, SmolLM2,
+# 2 threads, AVX2). The one-token path (`Transformer._one_token_layers`) spends fewer of them: RMSNorm as one
+# dot product and one fused multiply (the row's scale as a Python float), RoPE as one small matmul by the
+# position's rotation matrix (built once per step, shared by every layer), K/V written by plain indexing, and
+# on oneDNN the residual add fused into the o and down projections. Same math to fp32 rounding (the parity
+# tests hold it to the same bounds as the general path); bench/engine_steps.py `one_token_path` times it.
+ONE_TOKEN_PATH = True
+
+
 @contextlib.contextmanager
 def _onednn_off() -> Iterator[None]:
     """oneDNN disabled for the block. torch's switch is process-wide: a matmul another thread runs meanwhile
@@ -217,6 +229,20 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     residual and as the trainer's bf16 path does. torch's fused kernel does the same math in one pass
     (bit-identical here, 2.5x faster at decode sizes)."""
     return F.rms_norm(x.float(), weight.shape, weight, eps)
+
+
+def _row_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """`_rms_norm` of one row [1, hidden] (fp32) in fewer kernels: the mean square as one dot product, read
+    out as a Python float, then HF's order of multiplications (the scale, then the weight)."""
+    row = x[0]
+    scale = 1.0 / math.sqrt(float(torch.dot(row, row)) / row.shape[0] + eps)
+    return torch.mul(x, scale).mul_(weight)
+
+
+def _onednn_linear_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       bias: torch.Tensor | None) -> torch.Tensor:
+    """`residual + _onednn_linear(x, weight, bias)` as one oneDNN call (its "add" post-op), in a new tensor."""
+    return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, bias, "add")
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -311,6 +337,9 @@ class Transformer:
         self._half_head: torch.Tensor | None = None
         """fp16 copy of the head for one-token reduced-precision steps (see HALF_HEAD_LIMIT); built lazily."""
         self.half_head = True
+        self.one_token_path = ONE_TOKEN_PATH
+        """Whether one-token CPU steps take `_one_token_layers` (off: the general `_layers`; an A/B switch for
+        bench/engine_steps.py)."""
         """Whether the one-token reduced-precision CPU steps use the fp16 head copy (off: the fp32 head; an A/B
         switch for bench/engine_steps.py)."""
 
@@ -418,9 +447,15 @@ class Transformer:
             assert self._packed is not None
             matrices, linear, mm_dtype = self._packed, self._linear, self._wide_dtype
         head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
+        one_token = (self.one_token_path and n == 1 and not step.prefills and self.device.type == "cpu"
+                     and step.sample_tokens.numel() == 1)
         with _onednn_off() if gemv else contextlib.nullcontext():
-            x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
-            h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+            if one_token:
+                x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
+                h = _row_rms_norm(x, self.norm, c.rms_norm_eps)
+            else:
+                x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
+                h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
             if gemv and self.half_head:
                 logits = self._half_logits(h)
                 if logits is not None:
@@ -466,6 +501,58 @@ class Transformer:
             gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)
             x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, packed.down_bias))
         return x
+
+    def _one_token_layers(self, x: torch.Tensor, step: StepBatch, cache: KVCache, matrices: Sequence[Any],
+                          linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
+                          mm_dtype: torch.dtype) -> torch.Tensor:
+        """`_layers` for a step of one decode token on the CPU, in fewer kernels (see ONE_TOKEN_PATH); returns
+        the residual stream [1, hidden] fp32 (a new tensor where the adds are fused into the matmuls)."""
+        c = self.config
+        (run,) = step.decode_runs
+        row, kv_len = run.row_start, run.kv_len
+        position = kv_len - 1  # a lone row's KV ends at its token
+        rotation = self._rotation(position)
+        fused_add = linear is _onednn_linear
+        rotated = c.num_heads + c.num_kv_heads  # q's and k's heads, side by side in qkv
+        q_size = c.num_heads * c.head_dim
+        for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
+            h = _row_rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
+            heads = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype).view(rotated + c.num_kv_heads, c.head_dim)
+            if layer.q_norm is not None and layer.k_norm is not None:
+                q = torch.mm(_rms_norm(heads[: c.num_heads], layer.q_norm, c.rms_norm_eps).to(self.dtype), rotation)
+                k = torch.mm(_rms_norm(heads[c.num_heads : rotated], layer.k_norm, c.rms_norm_eps).to(self.dtype),
+                             rotation)
+            else:
+                qk = torch.mm(heads[:rotated], rotation)
+                q, k = qk[: c.num_heads], qk[c.num_heads :]
+            key_cache, value_cache = cache.keys[index], cache.values[index]
+            key_cache[row, :, position] = k
+            value_cache[row, :, position] = heads[rotated:]
+            o = F.scaled_dot_product_attention(
+                q.view(1, c.num_kv_heads, c.num_query_groups, c.head_dim),
+                key_cache[row : row + 1, :, :kv_len], value_cache[row : row + 1, :, :kv_len])
+            attn = o.reshape(1, q_size).to(mm_dtype)
+            if fused_add:
+                x = _onednn_linear_add(attn, x, packed.o, packed.o_bias)
+            else:
+                x.add_(linear(attn, packed.o, packed.o_bias))
+            h = _row_rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
+            gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)
+            act = F.silu(gate, inplace=True).mul_(up)
+            if fused_add:
+                x = _onednn_linear_add(act, x, packed.down, packed.down_bias)
+            else:
+                x.add_(linear(act, packed.down, packed.down_bias))
+        return x
+
+    def _rotation(self, position: int) -> torch.Tensor:
+        """RoPE at `position` as a [head_dim, head_dim] matrix R (compute dtype): `heads @ R` equals
+        `_rotate(heads, cos, signed_sin)` (each output sums the same two products; every other term is 0)."""
+        d = self.config.head_dim
+        rotation = torch.diag(self.cos[position])
+        columns = torch.arange(d, device=self.device)
+        rotation[(columns - d // 2) % d, columns] = self.signed_sin[position]
+        return rotation
 
     def _attention(
         self,
