@@ -337,11 +337,11 @@ class Transformer:
         self._half_head: torch.Tensor | None = None
         """fp16 copy of the head for one-token reduced-precision steps (see HALF_HEAD_LIMIT); built lazily."""
         self.half_head = True
+        """Whether the one-token reduced-precision CPU steps use the fp16 head copy (off: the fp32 head; an A/B
+        switch for bench/engine_steps.py)."""
         self.one_token_path = ONE_TOKEN_PATH
         """Whether one-token CPU steps take `_one_token_layers` (off: the general `_layers`; an A/B switch for
         bench/engine_steps.py)."""
-        """Whether the one-token reduced-precision CPU steps use the fp16 head copy (off: the fp32 head; an A/B
-        switch for bench/engine_steps.py)."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
