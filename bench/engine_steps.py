@@ -109,6 +109,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
                                "packed_weights/extra_rss_mib": packed_copy_mib}
     split_cost = sb.RUN_CALL_COST
+
     def wanted(group: str) -> bool:
         return not args.only or group in args.only.split(",")
 
