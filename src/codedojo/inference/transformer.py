@@ -432,8 +432,6 @@ class Transformer:
         c = self.config
         n = step.token_ids.shape[0]
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
-        cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
-        sin = self.signed_sin[step.positions][:, None, :]
         one_thread_small = n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS
         if not one_thread_small and self._packed is None:
             self._pack()
@@ -454,6 +452,8 @@ class Transformer:
                 x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
                 h = _row_rms_norm(x, self.norm, c.rms_norm_eps)
             else:
+                cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
+                sin = self.signed_sin[step.positions][:, None, :]
                 x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
                 h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
             if gemv and self.half_head:
