@@ -1,7 +1,7 @@
 """Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
 
     .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
-        [--only packed_weights,small_step,decode_runs,one_token_path,sampler,bf16_one_row]
+        [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,sampler,bf16_one_row]
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
@@ -17,6 +17,8 @@
   and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
 - one-token path: a batch-1 decode step through `Transformer._one_token_layers` (fewer small kernels:
   `transformer.ONE_TOKEN_PATH`) vs the general `_layers`, fp32 and bf16;
+- causal prefill: a step prefilling one 1,024-token prompt from position 0, attention with SDPA's causal
+  flag (`transformer.CAUSAL_FIRST_CHUNKS`) vs the chunk's explicit mask;
 - sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
   float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
   (median of 20 calls per round).
@@ -151,6 +153,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
         return run
 
+    if wanted("causal_prefill"):
+        results["causal_prefill/prefill_1024_from_0"] = causal_prefill_ab(model, args.repeat)
     if wanted("decode_runs"):
         results["decode_runs/decode_16_ragged_rows"] = ab(
             {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
@@ -203,6 +207,25 @@ def one_row(model: Any) -> Callable[[], object]:
         tensor.normal_()
     step = sb.build_step([(0, 399, 5)], prefills=[], sample_tokens=[0], device=model.device, dtype=model.dtype)
     return lambda: model.forward(step, cache)
+
+
+def causal_prefill_ab(model: Any, repeat: int, tokens: int = 1024) -> dict[str, Any]:
+    """A step prefilling one `tokens`-token prompt from position 0: attention with SDPA's causal flag (ours,
+    `transformer.CAUSAL_FIRST_CHUNKS`) vs the chunk's explicit mask (baseline)."""
+    cache = KVCache(model.kv_shape, rows=1, capacity=tokens)
+    step = sb.build_step([], prefills=[(0, 0, [5] * tokens)], sample_tokens=[tokens - 1], device=model.device,
+                         dtype=model.dtype)
+
+    def side(causal: bool) -> Callable[[], float]:
+        def run() -> float:
+            transformer.CAUSAL_FIRST_CHUNKS = causal
+            try:
+                return fastest_ms(lambda: model.forward(step, cache), 1)
+            finally:
+                transformer.CAUSAL_FIRST_CHUNKS = True
+        return run
+
+    return ab({"ours": side(True), "baseline": side(False)}, repeat)
 
 
 def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:

@@ -45,8 +45,8 @@ def test_engine_bench_without_hf_reports_ours_alone() -> None:
 
 
 def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_model() -> None:
-    """bench/engine_steps.py's bf16 one-row and one-token-path entries run (a tiny model with room for 400
-    positions) and put the engine's switches back."""
+    """bench/engine_steps.py's bf16 one-row, one-token-path and causal-prefill entries run (a tiny model with
+    room for 400 positions) and put the engine's switches back."""
     import importlib.util as util
 
     import torch
@@ -66,8 +66,11 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
     fp32 = loaded.engine_model()
     out["one_token_path/fp32_decode_1_row_400"] = steps.one_token_ab(fp32, 1)
     assert fp32.one_token_path
+    out["causal_prefill/prefill_64_from_0"] = steps.causal_prefill_ab(fp32, 1, tokens=64)
+    assert transformer.CAUSAL_FIRST_CHUNKS
     for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head",
-                "one_token_path/bf16_decode_1_row_400", "one_token_path/fp32_decode_1_row_400"):
+                "one_token_path/bf16_decode_1_row_400", "one_token_path/fp32_decode_1_row_400",
+                "causal_prefill/prefill_64_from_0"):
         assert out[key]["ours_ms"] > 0 and out[key]["baseline_ms"] > 0 and out[key]["ratio"] > 0
 
 

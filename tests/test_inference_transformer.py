@@ -150,6 +150,25 @@ def test_one_token_steps_run_on_the_plain_matrices_and_follow_weight_updates(mod
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
 
 
+def test_first_chunks_attend_with_the_causal_flag_and_match_the_masked_path(models, monkeypatch) -> None:
+    """Prefill chunks with no past use SDPA's causal flag (`transformer.CAUSAL_FIRST_CHUNKS`): every position's
+    logits equal those of the explicit mask, beside a chunk with a past in the same step."""
+    from codedojo.inference import transformer
+
+    ours, _ = models
+    seqs = [list(range(5, 75)), list(range(9, 49))]
+
+    def run(causal: bool) -> torch.Tensor:
+        monkeypatch.setattr(transformer, "CAUSAL_FIRST_CHUNKS", causal)
+        cache = KVCache(ours.kv_shape, rows=2, capacity=128)
+        ours.forward(build_step([], prefills=[(1, 0, seqs[1][:20])], sample_tokens=[0], device="cpu"), cache)
+        step = build_step([], prefills=[(0, 0, seqs[0]), (1, 20, seqs[1][20:])], sample_tokens=list(range(90)),
+                          device="cpu")
+        return ours.forward(step, cache)
+
+    torch.testing.assert_close(run(True), run(False), atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_one_token_path_matches_the_general_path_and_hf(models, threads: int) -> None:
     """A one-token step takes `_one_token_layers` (row norms from a dot product, RoPE as a matmul, K/V written by
