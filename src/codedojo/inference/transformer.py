@@ -202,7 +202,7 @@ ONE_TOKEN_PATH = True
 
 
 # A prefill chunk with no past (a prompt's first chunk) attends with SDPA's own causal flag instead of the
-# chunk's explicit mask: the same values (bit-identical in the probe below), and the CPU kernel skips the
+# chunk's explicit mask: the same values (bit-identical in a probe on the shapes below), and the CPU kernel skips the
 # blocks above the diagonal, which an explicit mask makes it compute. SmolLM2 shapes, 2 threads, AVX2, one
 # layer's attention: 1,024 tokens 24.3 ms against 34.7 ms with the mask, 400 tokens 5.3 against 5.5 ms.
 # Chunks with a past keep the mask (SDPA's causal flag aligns the diagonal to the first key, not the last).
