@@ -66,6 +66,7 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
     fp32 = loaded.engine_model()
     out["one_token_path/fp32_decode_1_row_400"] = steps.one_token_ab(fp32, 1)
     assert fp32.one_token_path
+    out["one_token_path/bf16_decode_1_row_400"] = steps.one_token_ab(loaded.engine_model(dtype=torch.bfloat16), 1)
     out["causal_prefill/prefill_64_from_0"] = steps.causal_prefill_ab(fp32, 1, tokens=64)
     assert transformer.CAUSAL_FIRST_CHUNKS
     for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head",
@@ -99,3 +100,30 @@ def test_engine_threads_times_the_step_on_each_thread_and_restores_the_thread_co
                  "main_1_thread_ms", "worker_1_thread_ms"):
         fastest, median = out[side]
         assert 0 < fastest <= median
+
+
+def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> None:
+    """bench/engine_bounds.py runs on a tiny model at a tenth of the lengths: every step's kinds of calls are
+    timed and leave a non-negative rest, and the engine's switches and kernels are put back."""
+    import importlib.util as util
+
+    from codedojo.inference import transformer
+    from codedojo.inference.specs import TinyModel
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "engine_bounds.py"
+    spec = util.spec_from_file_location("bench_engine_bounds", path)
+    assert spec is not None and spec.loader is not None
+    bounds = util.module_from_spec(spec)
+    spec.loader.exec_module(bounds)
+    norm = transformer._rms_norm
+    out = bounds.measure(TinyModel(max_positions=512).load(), 1, scale=0.1)
+    assert transformer._rms_norm is norm
+    for step in ("decode_1_row_400", "decode_16_ragged_rows", "prefill_1024_tokens"):
+        entry = out[step]
+        assert entry["step_ms"] > 0 and entry["layer_matmuls_ms"] > 0 and entry["attention_ms"] > 0
+        assert entry["head_ms"] > 0 and entry["rms_norm_ms"] > 0 and entry["other_ms"] >= 0
+        assert 0 < entry["attention_share"] < 1
+    assert out["prefill_1024_tokens"]["layer_matmul_gflop_s"] > 0
+    rates = out["rates"]
+    assert rates["sum_over_layer_weights_gb_s"] > 0 and rates["layer_matmuls_one_row_back_to_back_gb_s"] > 0
+    assert all(v > 0 for v in rates["decode_attention_16_rows_1600"].values())

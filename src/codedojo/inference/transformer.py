@@ -191,22 +191,22 @@ HALF_HEAD_LIMIT = 60_000.0
 
 
 # A one-token CPU step (batch-1 decode) reads all the weights once, and between its 121 matmuls runs a few
-# hundred small kernels; streaming the weights evicts what those kernels' code and data need from the
-# caches, so each costs 2-3x what it costs alone (an RMSNorm: 53 us in the step against 18 us alone, SmolLM2,
-# 2 threads, AVX2). The one-token path (`Transformer._one_token_layers`) spends fewer of them: RMSNorm as one
-# dot product and two multiplies (the row's scale as a Python float), in fp32 RoPE as one small matmul by the
-# position's rotation matrix (built once per step, shared by every layer), K/V written by plain indexing, and
-# on oneDNN the residual add fused into the o and down projections. Same math to fp32 rounding (the parity
-# tests hold it to the same bounds as the general path); bench/engine_steps.py `one_token_path` times it.
+# hundred small kernels; streaming the weights evicts what those kernels' code and data need from the caches,
+# so each costs about 3x what it costs alone (an RMSNorm: 52 us in the step against 17 us alone; SmolLM2,
+# 2 threads, AVX2, bench/engine_bounds.py). The one-token path (`Transformer._one_token_layers`) spends fewer
+# of them: RMSNorm as one dot product and two multiplies (the row's scale as a Python float), in fp32 RoPE as
+# one small matmul by the position's rotation matrix (built once per step, shared by every layer), K/V written
+# by plain indexing, and on oneDNN the residual add fused into the o and down projections. Same math to fp32
+# rounding (the parity tests hold it to the same bounds as the general path); bench/engine_steps.py
+# `one_token_path` times it.
 ONE_TOKEN_PATH = True
 
 
 # A prefill chunk with no past (a prompt's first chunk) attends with SDPA's own causal flag instead of the
-# chunk's explicit mask: the same values (bit-identical in a probe on the shapes below), and the CPU kernel skips the
-# blocks above the diagonal, which an explicit mask makes it compute. SmolLM2 shapes, 2 threads, AVX2, one
-# layer's attention: 1,024 tokens 24.3 ms against 34.7 ms with the mask, 400 tokens 5.3 against 5.5 ms.
-# Chunks with a past keep the mask (SDPA's causal flag aligns the diagonal to the first key, not the last).
-# bench/engine_steps.py `causal_prefill` times a whole step both ways.
+# chunk's explicit mask: the same values (the parity tests compare the two), and the CPU kernel skips the
+# blocks above the diagonal, which an explicit mask makes it compute (bench/engine_steps.py `causal_prefill`:
+# a 1,024-token prefill step 1.07x, 2 threads, AVX2). Chunks with a past keep the mask (SDPA's causal flag
+# aligns the diagonal to the first key, not the last).
 CAUSAL_FIRST_CHUNKS = True
 
 
@@ -523,10 +523,11 @@ class Transformer:
         # RoPE as a matmul in fp32 only: a CPU that emulates bf16 multiplies a bf16 [heads, 64] x [64, 64] at
         # ~75 us (a bf16 step took 27.9 ms this way against 24.8 on `_rotate`, AVX2); bf16 keeps `_rotate`.
         rotation = self._rotation(position) if self.dtype == torch.float32 else None
-        cos, sin = self.cos[position : position + 1], self.signed_sin[position : position + 1]
 
         def rope(x: torch.Tensor) -> torch.Tensor:  # x [heads, head_dim]
-            return torch.mm(x, rotation) if rotation is not None else _rotate(x, cos, sin)
+            if rotation is not None:
+                return torch.mm(x, rotation)
+            return _rotate(x, self.cos[position : position + 1], self.signed_sin[position : position + 1])
 
         fused_add = linear is _onednn_linear
         rotated = c.num_heads + c.num_kv_heads  # q's and k's heads, side by side in qkv
