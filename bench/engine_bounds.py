@@ -1,0 +1,171 @@
+"""What bounds the local engine's CPU steps: each kind of kernel timed in place, and the rates the machine
+allows, in one process:
+
+    .venv/bin/python bench/engine_bounds.py [--model smollm2-135m-instruct] [--threads 2] [--repeat 3]
+
+- steps: a batch-1 decode step (one row at 400 positions) on the general layers, a decode step of 16 rows
+  at 500-1,600 positions, and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13
+  decode rows). Every call of the layer matmuls, the head, attention and RMSNorm is timed where it runs
+  (perf_counter around the call; CPU kernels are synchronous), summed per step; "other" is the rest of the
+  step (RoPE, K/V writes, adds, Python). The one-token path's step is timed whole for scale, and one RMSNorm of
+  one row alone for comparison with its in-place time. The prefill entry adds the matmuls' GFLOP/s.
+- rates: the layer matrices multiplied by one row back to back (the packed copies, as a one-token step
+  multiplies them, without anything in between), a plain sum over the same bytes, and decode attention alone
+  over 16 rows x 1,600 positions of 30 layers' K/V (SDPA, matmul + softmax + matmul, and a sum of those K/V),
+  each as GB/s of the bytes read.
+
+Prints one JSON object (milliseconds, GB/s, shares). Timings are the fastest of --repeat rounds; run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from codedojo.inference import resolve_model, transformer
+from codedojo.inference import step_batch as sb
+from codedojo.inference.kv_cache import KVCache
+
+
+def best_ms(fn: Callable[[], object], repeat: int, calls: int = 1) -> float:
+    fn()
+    fastest = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        fastest = min(fastest, (time.perf_counter() - start) / calls)
+    return fastest * 1000
+
+
+def in_place(model: Any, step: Callable[[], object], repeat: int) -> dict[str, float]:
+    """The step's total and, summed per step, the time inside each kind of call (fastest round)."""
+    spent = {"layer_matmuls": 0.0, "head": 0.0, "attention": 0.0, "rms_norm": 0.0}
+
+    def timed(fn: Callable[..., torch.Tensor], key: str) -> Callable[..., torch.Tensor]:
+        def call(*args: Any) -> torch.Tensor:
+            start = time.perf_counter()
+            out = fn(*args)
+            spent[key] += time.perf_counter() - start
+            return out
+        return call
+
+    saved = model._linear, model._head_linear, model._attention, transformer._rms_norm
+    model._linear, model._head_linear = timed(saved[0], "layer_matmuls"), timed(saved[1], "head")
+    model._attention, transformer._rms_norm = timed(saved[2], "attention"), timed(saved[3], "rms_norm")
+    model.one_token_path = False  # the general layers: every kind of call goes through the wrappers
+    try:
+        step()
+        fastest: dict[str, float] = {}
+        for _ in range(repeat):
+            for key in spent:
+                spent[key] = 0.0
+            start = time.perf_counter()
+            step()
+            total = time.perf_counter() - start
+            if not fastest or total * 1000 < fastest["step_ms"]:
+                fastest = {"step_ms": total * 1000, **{f"{k}_ms": v * 1000 for k, v in spent.items()}}
+    finally:
+        model._linear, model._head_linear, model._attention = saved[:3]
+        transformer._rms_norm = saved[3]
+        model.one_token_path = True
+    fastest["other_ms"] = fastest["step_ms"] - sum(v for k, v in fastest.items() if k != "step_ms")
+    out = {k: round(v, 2) for k, v in fastest.items()}
+    out["attention_share"] = round(fastest["attention_ms"] / fastest["step_ms"], 3)
+    return out
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loaded = resolve_model(args.model).load(device="cpu", dtype=torch.float32)
+    return measure(loaded, args.repeat)
+
+
+def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
+    """Every entry for `loaded` (an fp32 `LoadedModel`); `scale` shrinks every length (the tests' tiny model)."""
+
+    def n(length: int) -> int:
+        return max(2, int(length * scale))
+
+    model = loaded.engine_model()
+    c = model.config
+    results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": repeat,
+                               "scale": scale}
+
+    one = KVCache(model.kv_shape, rows=1, capacity=n(512))
+    for tensor in one.keys + one.values:
+        tensor.normal_()
+    one_step = sb.build_step([(0, n(400) - 1, 5)], prefills=[], sample_tokens=[0], device=model.device)
+    results["decode_1_row_400"] = in_place(model, lambda: model.forward(one_step, one), repeat)
+    results["decode_1_row_400"]["one_token_path_step_ms"] = round(
+        best_ms(lambda: model.forward(one_step, one), repeat, 10), 2)
+    row = torch.randn(1, c.hidden_size)
+    results["decode_1_row_400"]["rms_norm_alone_us"] = round(
+        best_ms(lambda: transformer._rms_norm(row, model.norm, c.rms_norm_eps), repeat, 2000) * 1000, 1)
+    results["decode_1_row_400"]["rms_norm_calls"] = 2 * c.num_layers + 1
+
+    rng = random.Random(0)
+    ragged = [rng.randint(n(500), n(1600)) for _ in range(16)]
+    cache = KVCache(model.kv_shape, rows=16, capacity=n(2048))
+    for tensor in cache.keys + cache.values:
+        tensor.normal_()
+    rows = [(r, length - 1, 5) for r, length in enumerate(ragged)]
+    results["decode_16_ragged_rows"] = in_place(model, lambda: model.forward(
+        sb.build_step(rows, prefills=[], sample_tokens=list(range(16)), device=model.device), cache), repeat)
+
+    decode = [(r, n(900), 5) for r in range(3, 16)]
+    chunks = [(0, n(600), [7] * n(400)), (1, n(900), [7] * n(300)), (2, 0, [7] * n(311))]
+    prefill = sb.build_step(decode, prefills=chunks, sample_tokens=list(range(13)), device=model.device)
+    entry = in_place(model, lambda: model.forward(prefill, cache), max(1, repeat - 1))
+    tokens = prefill.token_ids.shape[0]
+    flops = 2 * tokens * sum(m.numel() for layer in model.layers
+                             for m in (layer.qkv, layer.o, layer.gate_up, layer.down))
+    entry["tokens"] = tokens
+    entry["layer_matmul_gflop_s"] = round(flops / entry["layer_matmuls_ms"] / 1e6, 1)
+    results["prefill_1024_tokens"] = entry
+
+    model._pack()
+    assert model._packed is not None
+    packed = [(m, getattr(p, name)) for layer, p in zip(model.layers, model._packed, strict=True)
+              for name, m in (("qkv", layer.qkv), ("o", layer.o), ("gate_up", layer.gate_up), ("down", layer.down))]
+    inputs = {width: torch.randn(1, width) for width in {m.shape[1] for m, _ in packed}}
+    layer_bytes = sum(m.numel() * m.element_size() for m, _ in packed)
+    back_to_back = best_ms(lambda: [model._linear(inputs[m.shape[1]], p, None) for m, p in packed], repeat, 3)
+    flat = torch.cat([m.flatten() for m, _ in packed])
+    summed = best_ms(lambda: flat.sum(), repeat, 3)
+    results["rates"] = {"layer_weights_mb": round(layer_bytes / 1e6, 1),
+                        "layer_matmuls_one_row_back_to_back_gb_s": round(layer_bytes / back_to_back / 1e6, 1),
+                        "sum_over_layer_weights_gb_s": round(layer_bytes / summed / 1e6, 1)}
+
+    positions, groups = n(1600), c.num_query_groups
+    keys = [torch.randn(16, c.num_kv_heads, positions, c.head_dim) for _ in range(c.num_layers)]
+    values = [torch.randn(16, c.num_kv_heads, positions, c.head_dim) for _ in range(c.num_layers)]
+    query = torch.randn(16, c.num_kv_heads, groups, c.head_dim)
+    kv_bytes = 2 * sum(k.numel() * k.element_size() for k in keys)
+
+    def rate(fn: Callable[[int], object]) -> float:
+        return round(kv_bytes / best_ms(lambda: [fn(i) for i in range(c.num_layers)], repeat) / 1e6, 1)
+
+    results["rates"]["decode_attention_16_rows_1600"] = {
+        "sdpa_gb_s": rate(lambda i: F.scaled_dot_product_attention(query, keys[i], values[i])),
+        "matmul_softmax_matmul_gb_s": rate(lambda i: torch.matmul(
+            torch.softmax(torch.matmul(query, keys[i].transpose(-1, -2)) * c.head_dim**-0.5, -1), values[i])),
+        "sum_gb_s": rate(lambda i: (keys[i].sum(), values[i].sum())),
+    }
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--repeat", type=int, default=3)
+    print(json.dumps(main(parser.parse_args()), indent=2))
