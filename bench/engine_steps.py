@@ -1,7 +1,8 @@
 """Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
 
     .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
-        [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,sampler,bf16_one_row]
+        [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,native_attention,sampler,
+                bf16_one_row]
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
@@ -11,7 +12,11 @@
   vs on the packed ones; "ours" is the one the engine picks at this thread count
   (`transformer.SMALL_STEP_TOKENS`, `SMALL_STEP_MAX_THREADS`);
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
-  masked call over every row, for the 16 ragged rows;
+  masked call over every row, for the 16 ragged rows, both through SDPA (the native kernel below needs no
+  runs);
+- native attention: decode tokens attending through the compiled kernel (`codedojo.inference.native`,
+  `transformer.NATIVE_DECODE_ATTENTION`) vs SDPA, for a batch-1 step (one row at 400 positions), 8 rows
+  at 1,000 positions and the 16 ragged rows, whole steps;
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
   and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
@@ -155,10 +160,15 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
     if wanted("causal_prefill"):
         results["causal_prefill/prefill_1024_from_0"] = causal_prefill_ab(model, args.repeat)
+    if wanted("native_attention") and model.native_attention:
+        for name in ("decode_1_row_400", "decode_8_rows_1000", "decode_16_ragged_rows"):
+            results[f"native_attention/{name}"] = native_ab(model, *shapes[name], args.repeat)
     if wanted("decode_runs"):
+        model.native_attention = False  # runs are how SDPA's calls are cut; the kernel has none
         results["decode_runs/decode_16_ragged_rows"] = ab(
             {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
         )
+        model.native_attention = transformer.NATIVE_DECODE_ATTENTION
     reads = {}
     for label, cost in (("split", split_cost), ("one_call", 10**9)):
         sb.RUN_CALL_COST = cost
@@ -242,6 +252,20 @@ def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
                 return fastest_ms(step, 10)
             finally:
                 model.one_token_path = True
+        return run
+
+    return ab({"ours": side(True), "baseline": side(False)}, repeat)
+
+
+def native_ab(model: Any, step: Callable[[], object], calls: int, repeat: int) -> dict[str, Any]:
+    """`step` with decode attention through the native kernel (ours) vs SDPA (baseline)."""
+    def side(use_native: bool) -> Callable[[], float]:
+        def run() -> float:
+            model.native_attention = use_native
+            try:
+                return fastest_ms(step, calls)
+            finally:
+                model.native_attention = True
         return run
 
     return ab({"ours": side(True), "baseline": side(False)}, repeat)

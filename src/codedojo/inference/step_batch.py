@@ -49,6 +49,9 @@ class StepBatch:
     """[num_tokens] int64 KV row of each token: one indexed write per layer stores every token's K/V."""
     num_decode: int
     """The first num_decode tokens are decode tokens, one per decoding row."""
+    decode_meta: torch.Tensor
+    """[num_decode, 2] int32 on the CPU: each decode token's KV row and that row's length with the token
+    (what the native decode attention reads instead of runs and masks)."""
     decode_runs: tuple[DecodeRun, ...]
     prefills: tuple[PrefillChunk, ...]
     sample_tokens: torch.Tensor
@@ -164,6 +167,8 @@ def build_step(
         positions=torch.tensor(positions, dtype=torch.int64, device=device),
         rows=torch.tensor(rows, dtype=torch.int64, device=device),
         num_decode=len(decode),
+        decode_meta=torch.tensor([(row, position + 1) for row, position, _ in decode], dtype=torch.int32
+                                 ).reshape(len(decode), 2),
         decode_runs=tuple(runs),
         prefills=tuple(chunks),
         sample_tokens=torch.tensor(sample_tokens, dtype=torch.int64, device=device),

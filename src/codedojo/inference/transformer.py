@@ -4,7 +4,8 @@ Why not call the HF model: its cache grows by concatenation (25-37% of a CPU dec
 batches need left padding, and it cannot mix decode tokens and prefill chunks of different sequences in
 one call. Here the linear layers run once over every token of a step packed into one matrix, attention
 runs per contiguous run of rows against a preallocated KV cache (`kv_cache.KVCache`), and only the
-positions that will be sampled go through the vocabulary projection.
+positions that will be sampled go through the vocabulary projection. On the CPU in fp32, decode tokens
+attend through a compiled kernel of ours instead of SDPA (`codedojo.inference.native`, NATIVE_DECODE_ATTENTION).
 
 Weights are HF's, by HF's names; q|k|v and gate|up are fused into one matrix each so a layer costs four
 matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE, SDPA with the default
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from codedojo.inference import native
 from codedojo.inference.errors import UnknownModelError
 from codedojo.inference.kv_cache import KVCache, KVShape
 from codedojo.inference.step_batch import StepBatch
@@ -210,6 +212,13 @@ ONE_TOKEN_PATH = True
 CAUSAL_FIRST_CHUNKS = True
 
 
+# fp32 CPU steps attend their decode tokens through `native.decode_attention` (one call per layer for every
+# decoding row, each row reading only its own length, the query heads of a key head together) where it
+# compiled and loaded; elsewhere, and for prefill chunks, SDPA. bench/engine_steps.py `native_attention`
+# times both; the parity tests hold the kernel to SDPA's values within 1e-5.
+NATIVE_DECODE_ATTENTION = True
+
+
 @contextlib.contextmanager
 def _onednn_off() -> Iterator[None]:
     """oneDNN disabled for the block. torch's switch is process-wide: a matmul another thread runs meanwhile
@@ -351,6 +360,10 @@ class Transformer:
         self.one_token_path = ONE_TOKEN_PATH
         """Whether one-token CPU steps take `_one_token_layers` (off: the general `_layers`; an A/B switch for
         bench/engine_steps.py)."""
+        self.native_attention = (NATIVE_DECODE_ATTENTION and self.device.type == "cpu" and dtype == torch.float32
+                                 and native.supports(c.num_kv_heads, c.num_heads, c.head_dim))
+        """Whether decode tokens attend through `native.decode_attention` (checked against the library at the
+        first step; off: SDPA, an A/B switch for bench/engine_steps.py)."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -440,6 +453,8 @@ class Transformer:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
         n = step.token_ids.shape[0]
+        if self.native_attention and step.num_decode and not native.decode_attention_available():
+            self.native_attention = False  # no compiler or no library here: SDPA (said once on stderr)
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         one_thread_small = n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS
         if not one_thread_small and self._packed is None:
@@ -544,9 +559,13 @@ class Transformer:
             key_cache, value_cache = cache.keys[index], cache.values[index]
             key_cache[row, :, position] = k
             value_cache[row, :, position] = heads[rotated:]
-            o = F.scaled_dot_product_attention(
-                q.view(1, c.num_kv_heads, c.num_query_groups, c.head_dim),
-                key_cache[row : row + 1, :, :kv_len], value_cache[row : row + 1, :, :kv_len])
+            grouped = q.view(1, c.num_kv_heads, c.num_query_groups, c.head_dim)
+            if self.native_attention:
+                o = torch.empty_like(grouped)
+                native.decode_attention(grouped, key_cache, value_cache, step.decode_meta, o)
+            else:
+                o = F.scaled_dot_product_attention(
+                    grouped, key_cache[row : row + 1, :, :kv_len], value_cache[row : row + 1, :, :kv_len])
             attn = o.reshape(1, q_size).to(mm_dtype)
             if fused_add:
                 x = _onednn_linear_add(attn, x, packed.o, packed.o_bias)
@@ -583,6 +602,13 @@ class Transformer:
         c = self.config
         key_cache[step.rows, :, step.positions] = k  # every token of the step, decode and prefill
         value_cache[step.rows, :, step.positions] = v
+        if self.native_attention and step.num_decode:
+            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            decode = step.num_decode
+            grouped = q[:decode].contiguous().view(decode, c.num_kv_heads, c.num_query_groups, c.head_dim)
+            native.decode_attention(grouped, key_cache, value_cache, step.decode_meta,
+                                    out[:decode].view(decode, c.num_kv_heads, c.num_query_groups, c.head_dim))
+            return self._prefill_attention(q, step, key_cache, value_cache, out)
         if len(step.decode_runs) == 1 and not step.prefills:  # the output is the one call's, as it is
             run = step.decode_runs[0]
             rows = run.row_stop - run.row_start
@@ -602,6 +628,11 @@ class Transformer:
             values = value_cache[run.row_start : run.row_stop, :, : run.kv_len]
             o = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=run.mask)
             out[tokens] = o.reshape(rows, c.num_heads, c.head_dim)
+        return self._prefill_attention(q, step, key_cache, value_cache, out)
+
+    def _prefill_attention(self, q: torch.Tensor, step: StepBatch, key_cache: torch.Tensor,
+                           value_cache: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Each prefill chunk's attention into its tokens' rows of `out` [n, heads, head_dim]; returns out."""
         for chunk in step.prefills:
             span = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
             end = chunk.past + chunk.num_tokens

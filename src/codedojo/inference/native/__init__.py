@@ -1,0 +1,154 @@
+"""Native kernels of the local engine: C sources here, compiled once per machine with the system's C compiler
+and loaded with ctypes.
+
+`decode_attention` (decode_attention.c) is the fp32 CPU decode attention: every decoding row's new token
+against its own cached positions, the query heads that share a key head computed together, in one call per
+layer for the whole step. torch's SDPA on the same work reads each row up to the longest row's length
+and runs at about a third of the machine's copy rate on these shapes (docs/inference.md), which made
+attention over half of a 16-row decode step.
+
+Building: `cc -O3 -march=native -fopenmp -shared` (`$CC` overrides the compiler) into
+`<cache dir>/native/`, under a name hashed from the source, the flags, the compiler's version and this CPU's
+flags, so a cache shared between machines never loads another CPU's build. The library is loaded after
+torch, so its OpenMP calls bind to the runtime torch already mapped (libgomp.so.1) and share its thread
+pools. Where anything of that fails (no compiler, a build error, a library that will not load), the engine
+falls back to SDPA and says why once on stderr; `CODEDOJO_NATIVE=0` turns the kernels off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from codedojo.cache import cache_dir
+
+SOURCE = Path(__file__).with_name("decode_attention.c")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno")
+MAX_GROUPS = 16
+"""Query heads per key head the kernel handles (MAX_GROUPS in the C source)."""
+MAX_DIM = 256
+"""Head dimension the kernel handles (MAX_DIM in the C source)."""
+
+
+class NativeBuildError(RuntimeError):
+    """A native kernel could not be compiled or loaded (the message names the command and its output)."""
+
+
+def enabled() -> bool:
+    """False when `CODEDOJO_NATIVE` is 0, off, no or false."""
+    return os.environ.get("CODEDOJO_NATIVE", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def _compiler() -> str:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        raise NativeBuildError("no C compiler: set CC or install gcc (apt-get install gcc)")
+    return compiler
+
+
+def _cpu_flags_line() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def build(directory: Path | None = None) -> Path:
+    """The compiled library's path, compiling it first unless a build for this source, compiler and CPU
+    exists. Raises NativeBuildError naming what failed."""
+    compiler = _compiler()
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise NativeBuildError(f"{compiler} --version failed: {error}") from error
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, _cpu_flags_line()]).encode())
+    directory = directory or cache_dir() / "native"
+    target = directory / f"decode_attention-{key.hexdigest()[:16]}.so"
+    if target.exists():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and rename: processes building at once never load a half-written file.
+    handle, partial = tempfile.mkstemp(dir=directory, suffix=".so.partial")
+    os.close(handle)
+    command = [compiler, *FLAGS, str(SOURCE), "-o", partial, "-lm"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise NativeBuildError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    if not enabled():
+        return None
+    try:
+        library = ctypes.CDLL(str(build()))
+    except (NativeBuildError, OSError) as error:
+        print(f"codedojo: native decode attention unavailable, using torch's SDPA ({error})", file=sys.stderr)
+        return None
+    function = library.codedojo_decode_attention
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                         ctypes.c_void_p, ctypes.c_int]
+    return library
+
+
+def decode_attention_available() -> bool:
+    """Whether the decode attention kernel is compiled and loaded (compiling it on the first call)."""
+    return _library() is not None
+
+
+def supports(num_kv_heads: int, num_heads: int, head_dim: int) -> bool:
+    """Whether the kernel handles a model of these attention sizes."""
+    return num_heads % num_kv_heads == 0 and num_heads // num_kv_heads <= MAX_GROUPS and head_dim <= MAX_DIM
+
+
+def decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, meta: torch.Tensor,
+                     out: torch.Tensor) -> None:
+    """out[i] = attention of q[i] over positions 0..meta[i, 1]-1 of cache row meta[i, 0].
+
+    q, out: [num, kv_heads, groups, dim] fp32 contiguous; key_cache, value_cache: [rows, kv_heads, capacity,
+    dim] fp32 contiguous; meta: [num, 2] int32 contiguous (cache row, length in 1..capacity). Callers check
+    `decode_attention_available()` and `supports(...)` first. Layouts are checked here and rows and lengths
+    in the kernel, so a wrong argument raises instead of reading outside a tensor."""
+    library = _library()
+    if library is None:
+        raise RuntimeError("native decode attention is not available here (see decode_attention_available())")
+    num, kv_heads, groups, dim = q.shape
+    rows, capacity = key_cache.shape[0], key_cache.shape[2]
+    for name, tensor, shape in (("q", q, q.shape), ("out", out, q.shape),
+                                ("key_cache", key_cache, (rows, kv_heads, capacity, dim)),
+                                ("value_cache", value_cache, (rows, kv_heads, capacity, dim))):
+        if tensor.dtype != torch.float32 or tensor.device.type != "cpu" or not tensor.is_contiguous() \
+                or tuple(tensor.shape) != tuple(shape):
+            raise ValueError(f"native decode attention: {name} must be a contiguous fp32 CPU tensor of shape "
+                             f"{tuple(shape)}, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}")
+    if meta.dtype != torch.int32 or not meta.is_contiguous() or tuple(meta.shape) != (num, 2):
+        raise ValueError(f"native decode attention: meta must be contiguous int32 of shape ({num}, 2), "
+                         f"got {meta.dtype} {tuple(meta.shape)}")
+    status = library.codedojo_decode_attention(
+        q.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), meta.data_ptr(), num, kv_heads, groups, dim,
+        rows, capacity, dim ** -0.5, out.data_ptr(), torch.get_num_threads())
+    if status == -2:
+        raise ValueError(f"native decode attention: a row or length in meta lies outside the cache "
+                         f"({rows} rows, capacity {capacity}): {meta.tolist()}")
+    if status != 0:
+        raise RuntimeError(f"native decode attention failed (status {status}) for q {tuple(q.shape)}")

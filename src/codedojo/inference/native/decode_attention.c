@@ -1,0 +1,245 @@
+/* Decode attention for the local engine's CPU fp32 steps (codedojo.inference.native builds and loads it).
+
+Each decoding row has one new token whose query heads attend to that row's cached keys and values:
+positions 0..length-1 of its row in the layer's K and V tensors, laid out [rows, kv_heads, capacity, dim].
+The query heads that share a key head (`groups` of them) are computed together, so every cached key and
+value is read from memory once per step, not once per query head, and each row reads only its own length
+(a batched SDPA call over rows of different lengths reads the longest row's length for every row).
+
+The work is split into pieces of at most CHUNK positions of one (row, key head), spread over OpenMP threads;
+each piece keeps a running maximum, the sum of exponentials below it and the weighted sum of values, and
+the pieces of a (row, key head) are merged at the end (the usual split-softmax identity). */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CHUNK
+#define CHUNK 256
+#endif
+#ifndef BLOCK
+#define BLOCK 64
+#endif
+#define MAX_GROUPS 16
+#define MAX_DIM 256
+
+/* e^x for x <= 0 (scores minus their maximum), vectorisable: x = n ln2 + r with |r| <= ln2 / 2, e^r by its
+   Taylor series to r^7 / 7! (relative error below 3e-8 there), 2^n put together in the exponent bits. */
+static inline float exp_nonpositive(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    float n = floorf(x * 1.4426950408889634f + 0.5f);
+    float r = x - n * 0.693145751953125f - n * 1.4286068203094172e-06f; /* ln2 in two parts */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* scores[t] = q . keys[t] * scale for t < n. */
+static inline void dot_rows_plain(const float *q, const float *keys, int64_t n, int dim, float scale,
+                                  float *scores) {
+    for (int64_t t = 0; t < n; t++) {
+        float total = 0.0f;
+        for (int e = 0; e < dim; e++) total += q[e] * keys[t * dim + e];
+        scores[t] = total * scale;
+    }
+}
+
+/* acc[e] = keep * acc[e] + sum over t < n of weights[t] * values[t][e]. */
+static inline void weigh_rows_plain(const float *weights, const float *values, int64_t n, int dim, float keep,
+                                    float *acc) {
+    for (int e = 0; e < dim; e++) acc[e] *= keep;
+    for (int64_t t = 0; t < n; t++)
+        for (int e = 0; e < dim; e++) acc[e] += weights[t] * values[t * dim + e];
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define HAVE_VECTOR 1
+
+/* The eight sums of a0..a7's lanes, as one vector (lane i: the sum of a_i). */
+static inline __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
+                          __m256 a7) {
+    __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* dot_rows_plain, eight positions at a time (dim a multiple of 8). */
+static inline __attribute__((always_inline)) void dot_rows_vector(const float *q, const float *keys, int64_t n,
+                                                                  int dim, float scale, float *scores) {
+    int64_t t = 0;
+    __m256 s = _mm256_set1_ps(scale);
+    for (; t + 8 <= n; t += 8) {
+        const float *k = keys + t * dim;
+        __m256 a[8];
+        for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        for (int e = 0; e < dim; e += 8) {
+            __m256 qe = _mm256_loadu_ps(q + e);
+            for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(qe, _mm256_loadu_ps(k + i * dim + e), a[i]);
+        }
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), s));
+    }
+    dot_rows_plain(q, keys + t * dim, n - t, dim, scale, scores + t);
+}
+
+/* weigh_rows_plain with the sums in registers (dim a multiple of 8, at most MAX_DIM). */
+static inline __attribute__((always_inline)) void weigh_rows_vector(const float *weights, const float *values,
+                                                                    int64_t n, int dim, float keep, float *acc) {
+    __m256 a[MAX_DIM / 8];
+    __m256 k = _mm256_set1_ps(keep);
+    for (int e = 0; e < dim / 8; e++) a[e] = _mm256_mul_ps(_mm256_loadu_ps(acc + 8 * e), k);
+    for (int64_t t = 0; t < n; t++) {
+        __m256 w = _mm256_set1_ps(weights[t]);
+        const float *v = values + t * dim;
+        for (int e = 0; e < dim / 8; e++) a[e] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * e), a[e]);
+    }
+    for (int e = 0; e < dim / 8; e++) _mm256_storeu_ps(acc + 8 * e, a[e]);
+}
+#else
+#define HAVE_VECTOR 0
+#define dot_rows_vector dot_rows_plain
+#define weigh_rows_vector weigh_rows_plain
+#endif
+
+/* One piece: positions [start, stop) of one row's key head against its `groups` query heads.
+   Writes, per query head, the maximum score, the sum of exp(score - maximum) and the weighted value sum.
+   The positions go in blocks of BLOCK, every query head through a block before the next block, so a block's
+   keys and values come from memory once and stay in the core's first-level cache for the other heads; the
+   sums are kept relative to the running maximum and rescaled when it grows. */
+static inline __attribute__((always_inline)) void piece_dim(const float *q, const float *keys,
+                                                            const float *values, int64_t n, int groups,
+                                                            int dim, int vector, float scale, float *out_max,
+                                                            float *out_sum, float *out_acc) {
+    float scores[BLOCK];
+    for (int j = 0; j < groups; j++) {
+        out_max[j] = -INFINITY;
+        out_sum[j] = 0.0f;
+        for (int e = 0; e < dim; e++) out_acc[(int64_t)j * dim + e] = 0.0f;
+    }
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        int64_t size = n - b < BLOCK ? n - b : BLOCK;
+        for (int j = 0; j < groups; j++) {
+            if (vector)
+                dot_rows_vector(q + (int64_t)j * dim, keys + b * dim, size, dim, scale, scores);
+            else
+                dot_rows_plain(q + (int64_t)j * dim, keys + b * dim, size, dim, scale, scores);
+            float m = out_max[j];
+            for (int64_t t = 0; t < size; t++) m = scores[t] > m ? scores[t] : m;
+            float keep = out_max[j] == -INFINITY ? 0.0f : exp_nonpositive(out_max[j] - m);
+            float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+            for (int64_t t = 0; t < size; t++) {
+                float p = exp_nonpositive(scores[t] - m);
+                scores[t] = p;
+                total += p;
+            }
+            out_max[j] = m;
+            out_sum[j] = out_sum[j] * keep + total;
+            if (vector)
+                weigh_rows_vector(scores, values + b * dim, size, dim, keep, out_acc + (int64_t)j * dim);
+            else
+                weigh_rows_plain(scores, values + b * dim, size, dim, keep, out_acc + (int64_t)j * dim);
+        }
+    }
+}
+
+static void piece(const float *q, const float *keys, const float *values, int64_t start, int64_t stop,
+                  int groups, int dim, float scale, float *out_max, float *out_sum, float *out_acc) {
+    keys += start * dim;
+    values += start * dim;
+    int64_t n = stop - start;
+    /* the common head sizes as constants, so their loops unroll into registers */
+    if (dim == 64)
+        piece_dim(q, keys, values, n, groups, 64, HAVE_VECTOR, scale, out_max, out_sum, out_acc);
+    else if (dim == 128)
+        piece_dim(q, keys, values, n, groups, 128, HAVE_VECTOR, scale, out_max, out_sum, out_acc);
+    else if (dim % 8 == 0)
+        piece_dim(q, keys, values, n, groups, dim, HAVE_VECTOR, scale, out_max, out_sum, out_acc);
+    else
+        piece_dim(q, keys, values, n, groups, dim, 0, scale, out_max, out_sum, out_acc);
+}
+
+/* q: [num, kv_heads, groups, dim] contiguous, one token per decoding row. meta: [num, 2] int32, each row's
+   index in the cache and its length (positions to attend to, the new token's included; at least 1).
+   key_cache / value_cache: the layer's [cache_rows, kv_heads, capacity, dim], contiguous.
+   out: [num, kv_heads, groups, dim]. Returns 0; -1 when a size is beyond this kernel's limits or memory
+   runs out; -2 when a row or length in meta lies outside the cache (nothing is read then). */
+int codedojo_decode_attention(const float *q, const float *key_cache, const float *value_cache,
+                              const int32_t *meta, int num, int kv_heads, int groups, int dim,
+                              int64_t cache_rows, int64_t capacity, float scale, float *out, int threads) {
+    if (groups < 1 || groups > MAX_GROUPS || dim < 1 || dim > MAX_DIM || kv_heads < 1 || num < 0) return -1;
+    for (int i = 0; i < num; i++)
+        if (meta[2 * i] < 0 || meta[2 * i] >= cache_rows || meta[2 * i + 1] < 1 || meta[2 * i + 1] > capacity)
+            return -2;
+    if (num == 0) return 0;
+    int64_t pairs = (int64_t)num * kv_heads;
+    int64_t *first = malloc(sizeof(int64_t) * (pairs + 1)); /* pair p's pieces are first[p]..first[p+1]-1 */
+    if (!first) return -1;
+    first[0] = 0;
+    for (int64_t p = 0; p < pairs; p++) {
+        int64_t length = meta[2 * (p / kv_heads) + 1];
+        first[p + 1] = first[p] + (length + CHUNK - 1) / CHUNK;
+    }
+    int64_t pieces = first[pairs];
+    int64_t stride = (int64_t)groups * (dim + 2); /* per piece: max and sum per group, then the sums */
+    float *partial = malloc(sizeof(float) * pieces * stride);
+    int64_t *owner = malloc(sizeof(int64_t) * pieces);
+    if (!partial || !owner) {
+        free(first);
+        free(partial);
+        free(owner);
+        return -1;
+    }
+    for (int64_t p = 0; p < pairs; p++)
+        for (int64_t i = first[p]; i < first[p + 1]; i++) owner[i] = p;
+    int64_t head_stride = capacity * dim, row_stride = (int64_t)kv_heads * head_stride;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t i = 0; i < pieces; i++) {
+        int64_t p = owner[i];
+        int64_t row = meta[2 * (p / kv_heads)], length = meta[2 * (p / kv_heads) + 1], head = p % kv_heads;
+        int64_t start = (i - first[p]) * CHUNK, stop = start + CHUNK < length ? start + CHUNK : length;
+        const float *keys = key_cache + row * row_stride + head * head_stride;
+        const float *values = value_cache + row * row_stride + head * head_stride;
+        float *mine = partial + i * stride;
+        piece(q + p * groups * dim, keys, values, start, stop, groups, dim, scale, mine, mine + groups,
+              mine + 2 * groups);
+    }
+
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t p = 0; p < pairs; p++) {
+        for (int j = 0; j < groups; j++) {
+            float m = -INFINITY;
+            for (int64_t i = first[p]; i < first[p + 1]; i++) {
+                float mi = partial[i * stride + j];
+                m = mi > m ? mi : m;
+            }
+            float total = 0.0f;
+            float *o = out + (p * groups + j) * dim;
+            for (int e = 0; e < dim; e++) o[e] = 0.0f;
+            for (int64_t i = first[p]; i < first[p + 1]; i++) {
+                const float *mine = partial + i * stride;
+                float w = expf(mine[j] - m);
+                total += w * mine[groups + j];
+                const float *acc = mine + 2 * groups + (int64_t)j * dim;
+                for (int e = 0; e < dim; e++) o[e] += w * acc[e];
+            }
+            float inv = 1.0f / total;
+            for (int e = 0; e < dim; e++) o[e] *= inv;
+        }
+    }
+    free(first);
+    free(partial);
+    free(owner);
+    return 0;
+}

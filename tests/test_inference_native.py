@@ -1,0 +1,196 @@
+"""The engine's native decode attention (codedojo.inference.native): values against SDPA, what it reads,
+its argument checks, its build cache and the fallback to SDPA."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from codedojo.inference import native
+from codedojo.inference.kv_cache import KVCache
+from codedojo.inference.specs import TinyModel
+from codedojo.inference.step_batch import build_step
+
+pytestmark = pytest.mark.skipif(not native.decode_attention_available(),
+                                reason="no C compiler here: the engine uses SDPA (./dev setup installs gcc)")
+
+
+def sdpa_reference(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
+    """Each row's attention by SDPA over exactly its own positions."""
+    out = torch.empty_like(q)
+    for i, (row, length) in enumerate(meta.tolist()):
+        out[i] = F.scaled_dot_product_attention(q[i : i + 1], keys[row : row + 1, :, :length],
+                                                values[row : row + 1, :, :length])[0]
+    return out
+
+
+# (kv_heads, groups, dim): SmolLM2 (3, 3, 64), Qwen3 (8, 2, 128), Qwen2.5-0.5B (2, 7, 64), an odd size with
+# no vector path (1, 1, 36), the most groups the kernel takes (1, 16, 16).
+SHAPES = [(3, 3, 64), (8, 2, 128), (2, 7, 64), (1, 1, 36), (1, 16, 16)]
+# Lengths around the kernel's block (64) and piece (256) boundaries, and a one-position row.
+LENGTHS = [1, 7, 8, 9, 63, 64, 65, 255, 256, 257, 513, 700]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("kv_heads", "groups", "dim"), SHAPES)
+def test_decode_attention_matches_sdpa_on_ragged_rows(kv_heads: int, groups: int, dim: int, threads: int) -> None:
+    g = torch.Generator().manual_seed(kv_heads * 100 + dim)
+    capacity = 768
+    rows = len(LENGTHS) + 2
+    keys = torch.randn(rows, kv_heads, capacity, dim, generator=g)
+    values = torch.randn(rows, kv_heads, capacity, dim, generator=g)
+    # rows out of order and not from 0, as the scheduler's rows can be
+    order = random.Random(dim).sample(range(rows), len(LENGTHS))
+    meta = torch.tensor(list(zip(order, LENGTHS, strict=True)), dtype=torch.int32)
+    q = torch.randn(len(LENGTHS), kv_heads, groups, dim, generator=g) * 2
+    out = torch.empty_like(q)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        native.decode_attention(q, keys, values, meta, out)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(out, sdpa_reference(q, keys, values, meta), atol=1e-5, rtol=1e-5)
+
+
+def test_decode_attention_reads_only_each_rows_own_positions() -> None:
+    """Positions past a row's length hold NaN and infinities: none of them may reach the output."""
+    g = torch.Generator().manual_seed(3)
+    keys = torch.randn(2, 3, 300, 64, generator=g)
+    values = torch.randn(2, 3, 300, 64, generator=g)
+    meta = torch.tensor([[1, 270], [0, 5]], dtype=torch.int32)
+    clean = torch.empty(2, 3, 3, 64)
+    q = torch.randn(2, 3, 3, 64, generator=g)
+    native.decode_attention(q, keys, values, meta, clean)
+    keys[1, :, 270:], values[1, :, 270:] = float("nan"), float("inf")
+    keys[0, :, 5:], values[0, :, 5:] = float("inf"), float("nan")
+    dirty = torch.empty_like(clean)
+    native.decode_attention(q, keys, values, meta, dirty)
+    torch.testing.assert_close(dirty, clean, atol=0, rtol=0)
+    assert torch.isfinite(dirty).all()
+
+
+def test_decode_attention_refuses_arguments_that_would_read_outside_the_cache() -> None:
+    keys, values = torch.zeros(2, 3, 16, 64), torch.zeros(2, 3, 16, 64)
+    q, out = torch.zeros(1, 3, 3, 64), torch.zeros(1, 3, 3, 64)
+    for meta in ([[2, 4]], [[-1, 4]], [[0, 17]], [[0, 0]]):
+        with pytest.raises(ValueError, match="outside the cache"):
+            native.decode_attention(q, keys, values, torch.tensor(meta, dtype=torch.int32), out)
+    meta = torch.tensor([[0, 4]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="key_cache must be a contiguous fp32"):
+        native.decode_attention(q, keys[:, :, :8], values, meta, out)
+    with pytest.raises(ValueError, match="value_cache must be a contiguous fp32"):
+        native.decode_attention(q, keys, values.to(torch.bfloat16), meta, out)
+    with pytest.raises(ValueError, match="meta must be contiguous int32"):
+        native.decode_attention(q, keys, values, meta.long(), out)
+    with pytest.raises(ValueError, match="out must be"):
+        native.decode_attention(q, keys, values, meta, torch.zeros(1, 3, 3, 32))
+
+
+def test_build_is_cached_per_source_compiler_and_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = native.build(tmp_path)
+    built_at = first.stat().st_mtime_ns
+    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == built_at  # not compiled again
+    monkeypatch.setattr(native, "_cpu_flags_line", lambda: "flags : another cpu")
+    other = native.build(tmp_path)
+    assert other != first and other.exists()
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_missing_compiler_is_named_and_the_engine_falls_back_to_sdpa(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(native.NativeBuildError, match="no-such-cc"):
+        native.build(tmp_path)
+    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path))
+    native._library.cache_clear()
+    try:
+        assert not native.decode_attention_available()
+        assert "using torch's SDPA" in capsys.readouterr().err
+        loaded = TinyModel(architecture="llama", num_layers=2, max_positions=128).load()
+        model = loaded.engine_model()
+        assert model.native_attention  # decided at the first step
+        cache = KVCache(model.kv_shape, rows=1, capacity=32)
+        model.forward(build_step([], prefills=[(0, 0, list(range(5, 20)))], sample_tokens=[14], device="cpu"), cache)
+        logits = model.forward(build_step([(0, 15, 7)], prefills=[], sample_tokens=[0], device="cpu"), cache)
+        assert not model.native_attention and torch.isfinite(logits).all()
+    finally:
+        native._library.cache_clear()
+
+
+def test_native_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEDOJO_NATIVE", "0")
+    native._library.cache_clear()
+    try:
+        assert not native.decode_attention_available()
+    finally:
+        native._library.cache_clear()
+    monkeypatch.delenv("CODEDOJO_NATIVE")
+    assert native.decode_attention_available()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_kernel_shares_torchs_openmp_runtime() -> None:
+    """One OpenMP runtime in the process: the kernel's threads are torch's pools, not a second set."""
+    assert native.decode_attention_available()
+    with open("/proc/self/maps") as maps:
+        runtimes = {line.rpartition(" ")[2].strip() for line in maps if "libgomp" in line}
+    assert len(runtimes) == 1, runtimes
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_engine_steps_with_the_kernel_match_sdpa(architecture: str) -> None:
+    """Decode rows of different lengths next to a prefill chunk, then one-token steps: logits and every K/V
+    with the kernel equal SDPA's to fp32 rounding."""
+    loaded = TinyModel(architecture=architecture, num_layers=3, max_positions=512).load()
+    model = loaded.engine_model()
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(5, 261, (n,), generator=g).tolist() for n in (40, 7, 300, 90)]
+
+    def run(use_native: bool) -> tuple[list[torch.Tensor], KVCache]:
+        model.native_attention = use_native
+        cache = KVCache(model.kv_shape, rows=4, capacity=400)
+        out = [model.forward(build_step([], prefills=[(r, 0, p) for r, p in enumerate(prompts[:3])],
+                                        sample_tokens=[39, 46, 346], device="cpu"), cache)]
+        # rows 0-2 decode (lengths 41, 8, 301) while row 3 prefills
+        out.append(model.forward(build_step([(0, 40, 9), (1, 7, 10), (2, 300, 11)], prefills=[(3, 0, prompts[3])],
+                                            sample_tokens=[0, 1, 2, 92], device="cpu"), cache))
+        for position in (41, 42):  # one-token steps of row 0
+            out.append(model.forward(build_step([(0, position, 12)], prefills=[], sample_tokens=[0], device="cpu"),
+                                     cache))
+        return out, cache
+
+    try:
+        ours, ours_cache = run(True)
+        theirs, theirs_cache = run(False)
+    finally:
+        model.native_attention = True
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, atol=2e-5, rtol=0)
+    for mine, reference in zip(ours_cache.keys + ours_cache.values, theirs_cache.keys + theirs_cache.values,
+                               strict=True):
+        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=0)
+
+
+def test_bf16_engines_keep_sdpa() -> None:
+    loaded = TinyModel(architecture="llama", num_layers=2, max_positions=128).load()
+    assert loaded.engine_model().native_attention
+    assert not loaded.engine_model(dtype=torch.bfloat16).native_attention
+
+
+def test_build_uses_the_compiler_named_by_cc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CC is the compiler: a wrapper that records its calls and runs the real one."""
+    real = native._compiler()
+    log = tmp_path / "calls"
+    wrapper = tmp_path / "cc-wrapper"
+    wrapper.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexec {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    assert native.build(tmp_path / "out").exists()
+    assert "-fopenmp" in log.read_text() and os.fspath(native.SOURCE) in log.read_text()
