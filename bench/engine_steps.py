@@ -1,8 +1,8 @@
 """Per-step A/B of the local engine's CPU choices, each against its own baseline in the same process:
 
     .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
-        [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,native_attention,sampler,
-                bf16_one_row]
+        [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,native_attention,native_rows,
+                sampler,bf16_one_row]
 
 - packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
@@ -17,6 +17,9 @@
 - native attention: decode tokens attending through the compiled kernel (`codedojo.inference.native`,
   `transformer.NATIVE_DECODE_ATTENTION`) vs SDPA, for a batch-1 step (one row at 400 positions), 8 rows
   at 1,000 positions and the 16 ragged rows, whole steps;
+- native rows: a batch-1 fp32 decode step with its matrices multiplied by our one-row kernels
+  (`native.linear_row`, `swiglu_row`; `transformer.NATIVE_ONE_ROW_LINEAR`) vs oneDNN on the packed copies
+  (or F.linear on the plain ones where the engine picks those), both on the one-token path;
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
   and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
@@ -163,6 +166,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     if wanted("native_attention") and model.native_attention:
         for name in ("decode_1_row_400", "decode_8_rows_1000", "decode_16_ragged_rows"):
             results[f"native_attention/{name}"] = native_ab(model, *shapes[name], args.repeat)
+    if wanted("native_rows") and model.native_rows:
+        results["native_rows/decode_1_row_400"] = native_rows_ab(model, shapes["decode_1_row_400"][0], args.repeat)
     if wanted("decode_runs"):
         model.native_attention = False  # runs are how SDPA's calls are cut; the kernel has none
         results["decode_runs/decode_16_ragged_rows"] = ab(
@@ -266,6 +271,20 @@ def native_ab(model: Any, step: Callable[[], object], calls: int, repeat: int) -
                 return fastest_ms(step, calls)
             finally:
                 model.native_attention = True
+        return run
+
+    return ab({"ours": side(True), "baseline": side(False)}, repeat)
+
+
+def native_rows_ab(model: Any, step: Callable[[], object], repeat: int) -> dict[str, Any]:
+    """A one-token step with the one-row kernels (ours) vs the engine's linear kernel (baseline)."""
+    def side(use_native: bool) -> Callable[[], float]:
+        def run() -> float:
+            model.native_rows = use_native
+            try:
+                return fastest_ms(step, 10)
+            finally:
+                model.native_rows = True
         return run
 
     return ab({"ours": side(True), "baseline": side(False)}, repeat)

@@ -17,7 +17,17 @@ from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.specs import TinyModel
 from codedojo.inference.step_batch import build_step
 
-pytestmark = pytest.mark.skipif(not native.decode_attention_available(),
+
+def _have_compiler() -> bool:
+    try:
+        native._compiler()
+    except native.NativeBuildError:
+        return False
+    return True
+
+
+# Without a compiler the engine runs on SDPA and these tests skip, except under CI (./dev installs gcc there).
+pytestmark = pytest.mark.skipif(not _have_compiler() and not os.environ.get("CI"),
                                 reason="no C compiler here: the engine uses SDPA (./dev setup installs gcc)")
 
 
@@ -194,3 +204,84 @@ def test_build_uses_the_compiler_named_by_cc(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("CC", str(wrapper))
     assert native.build(tmp_path / "out").exists()
     assert "-fopenmp" in log.read_text() and os.fspath(native.SOURCE) in log.read_text()
+
+
+# (out, in): SmolLM2's four matrices and its head's width, sizes that are not multiples of the kernel's
+# 4 rows or 8 columns, and a single row.
+ROW_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536), (1001, 576), (7, 36), (1, 8), (13, 5)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("n_out", "n_in"), ROW_SHAPES)
+def test_linear_row_matches_f_linear_with_bias_and_residual(n_out: int, n_in: int, threads: int) -> None:
+    g = torch.Generator().manual_seed(n_out + n_in)
+    x, weight = torch.randn(1, n_in, generator=g), torch.randn(n_out, n_in, generator=g) / n_in ** 0.5
+    bias, residual = torch.randn(n_out, generator=g), torch.randn(1, n_out, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        plain = native.linear_row(x, weight)
+        full = native.linear_row(x, weight, bias, residual)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(plain, F.linear(x, weight), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(full, residual + F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+    assert full.shape == (1, n_out)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("inter", "n_in"), [(1536, 576), (300, 64), (5, 12), (1, 8)])
+def test_swiglu_row_matches_silu_gate_times_up(inter: int, n_in: int, threads: int) -> None:
+    g = torch.Generator().manual_seed(inter)
+    x, gate_up = torch.randn(1, n_in, generator=g), torch.randn(2 * inter, n_in, generator=g) / n_in ** 0.5
+    bias = torch.randn(2 * inter, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ours, ours_bias = native.swiglu_row(x, gate_up), native.swiglu_row(x, gate_up, bias)
+    finally:
+        torch.set_num_threads(before)
+    for mine, b in ((ours, None), (ours_bias, bias)):
+        gate, up = F.linear(x, gate_up, b).chunk(2, dim=-1)
+        torch.testing.assert_close(mine, F.silu(gate) * up, atol=1e-5, rtol=1e-5)
+
+
+def test_one_row_kernels_refuse_layouts_they_would_misread() -> None:
+    weight = torch.zeros(8, 16)
+    with pytest.raises(ValueError, match="x must be a contiguous fp32 CPU tensor of 16"):
+        native.linear_row(torch.zeros(1, 15), weight)
+    with pytest.raises(ValueError, match="weight must be"):
+        native.linear_row(torch.zeros(1, 16), torch.zeros(16, 8).t())
+    with pytest.raises(ValueError, match="residual must be"):
+        native.linear_row(torch.zeros(1, 16), weight, residual=torch.zeros(1, 7))
+    with pytest.raises(ValueError, match="bias must be"):
+        native.linear_row(torch.zeros(1, 16), weight, bias=torch.zeros(8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="even number of rows"):
+        native.swiglu_row(torch.zeros(1, 16), torch.zeros(7, 16))
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_one_token_steps_on_the_one_row_kernels_match_the_engines_linear(architecture: str) -> None:
+    """Batch-1 decode steps through linear_row / swiglu_row (and the head through linear_row) give the logits
+    and K/V of the same steps on the engine's own linear kernel."""
+    loaded = TinyModel(architecture=architecture, num_layers=3, max_positions=512).load()
+    model = loaded.engine_model()
+    prompt = torch.randint(5, 261, (50,), generator=torch.Generator().manual_seed(9)).tolist()
+
+    def run(use_native: bool) -> tuple[list[torch.Tensor], KVCache]:
+        model.native_rows = use_native
+        cache = KVCache(model.kv_shape, rows=2, capacity=64)
+        model.forward(build_step([], prefills=[(1, 0, prompt)], sample_tokens=[49], device="cpu"), cache)
+        return [model.forward(build_step([(1, position, 7 + position)], prefills=[], sample_tokens=[0],
+                                         device="cpu"), cache) for position in range(50, 54)], cache
+
+    try:
+        ours, ours_cache = run(True)
+        theirs, theirs_cache = run(False)
+    finally:
+        model.native_rows = True
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, atol=2e-5, rtol=0)
+    for mine, reference in zip(ours_cache.keys + ours_cache.values, theirs_cache.keys + theirs_cache.values,
+                               strict=True):
+        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=0)

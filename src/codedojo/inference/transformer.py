@@ -218,6 +218,11 @@ CAUSAL_FIRST_CHUNKS = True
 # times both; the parity tests hold the kernel to SDPA's values within 1e-5.
 NATIVE_DECODE_ATTENTION = True
 
+# fp32 one-token CPU steps multiply their row by each matrix through `native.linear_row` / `swiglu_row` (HF's
+# layout, each thread streaming its own range of rows; the residual adds and SwiGLU folded in) instead of
+# oneDNN's kernel on the packed copies; bench/engine_steps.py `native_rows` times both.
+NATIVE_ONE_ROW_LINEAR = True
+
 
 @contextlib.contextmanager
 def _onednn_off() -> Iterator[None]:
@@ -364,6 +369,9 @@ class Transformer:
                                  and native.supports(c.num_kv_heads, c.num_heads, c.head_dim))
         """Whether decode tokens attend through `native.decode_attention` (checked against the library at the
         first step; off: SDPA, an A/B switch for bench/engine_steps.py)."""
+        self.native_rows = (NATIVE_ONE_ROW_LINEAR and self.device.type == "cpu" and dtype == torch.float32)
+        """Whether one-token fp32 CPU steps multiply through `native.linear_row` and `swiglu_row` (checked
+        against the library at the first step; off: oneDNN or F.linear, an A/B switch for bench/engine_steps.py)."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -453,8 +461,8 @@ class Transformer:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
         n = step.token_ids.shape[0]
-        if self.native_attention and step.num_decode and not native.decode_attention_available():
-            self.native_attention = False  # no compiler or no library here: SDPA (said once on stderr)
+        if (self.native_attention or self.native_rows) and step.num_decode and not native.available():
+            self.native_attention = self.native_rows = False  # no compiler or library here (said once on stderr)
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         one_thread_small = n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS
         if not one_thread_small and self._packed is None:
@@ -475,6 +483,8 @@ class Transformer:
             if one_token:
                 x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
                 h = _row_rms_norm(x, self.norm, c.rms_norm_eps)
+                if self.native_rows:
+                    return native.linear_row(h, self.lm_head, checked=False)
             else:
                 cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
                 sin = self.signed_sin[step.positions][:, None, :]
@@ -545,11 +555,16 @@ class Transformer:
             return _rotate(x, self.cos[position : position + 1], self.signed_sin[position : position + 1])
 
         fused_add = linear is _onednn_linear
+        rows = self.native_rows  # the plain fp32 matrices through our one-row kernels (the engine's own tensors)
         rotated = c.num_heads + c.num_kv_heads  # q's and k's heads, side by side in qkv
         q_size = c.num_heads * c.head_dim
         for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
             h = _row_rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
-            heads = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype).view(rotated + c.num_kv_heads, c.head_dim)
+            if rows:
+                heads = native.linear_row(h, layer.qkv, layer.qkv_bias, checked=False)
+            else:
+                heads = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype)
+            heads = heads.view(rotated + c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q = rope(_rms_norm(heads[: c.num_heads], layer.q_norm, c.rms_norm_eps).to(self.dtype))
                 k = rope(_rms_norm(heads[c.num_heads : rotated], layer.k_norm, c.rms_norm_eps).to(self.dtype))
@@ -567,6 +582,12 @@ class Transformer:
                 o = F.scaled_dot_product_attention(
                     grouped, key_cache[row : row + 1, :, :kv_len], value_cache[row : row + 1, :, :kv_len])
             attn = o.reshape(1, q_size).to(mm_dtype)
+            if rows:
+                x = native.linear_row(attn, layer.o, layer.o_bias, x, checked=False)
+                h = _row_rms_norm(x, layer.post_norm, c.rms_norm_eps)
+                act = native.swiglu_row(h, layer.gate_up, layer.gate_up_bias, checked=False)
+                x = native.linear_row(act, layer.down, layer.down_bias, x, checked=False)
+                continue
             if fused_add:
                 x = _onednn_linear_add(attn, x, packed.o, packed.o_bias)
             else:

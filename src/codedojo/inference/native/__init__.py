@@ -1,11 +1,16 @@
 """Native kernels of the local engine: C sources here, compiled once per machine with the system's C compiler
 and loaded with ctypes.
 
-`decode_attention` (decode_attention.c) is the fp32 CPU decode attention: every decoding row's new token
-against its own cached positions, the query heads that share a key head computed together, in one call per
-layer for the whole step. torch's SDPA on the same work reads each row up to the longest row's length
-and runs at about a third of the machine's copy rate on these shapes (docs/inference.md), which made
-attention over half of a 16-row decode step.
+Two kinds of fp32 CPU kernel live in cpu_kernels.c:
+
+- `decode_attention`: every decoding row's new token against its own cached positions, the query heads that
+  share a key head computed together, in one call per layer for the whole step. torch's SDPA on the same
+  work reads each row up to the longest row's length and runs at about a third of the machine's copy rate
+  on these shapes (docs/inference.md), which made attention over half of a 16-row decode step.
+- `linear_row` and `swiglu_row`: one row times a matrix in HF's layout, the residual add and SwiGLU's gating
+  folded in, for batch-1 decode steps, where every weight is read once and used once: each thread streams
+  one contiguous range of the matrix's rows, where oneDNN's kernel reads the matrices at about two thirds of
+  that rate with 2 threads (docs/inference.md).
 
 Building: `cc -O3 -march=native -fopenmp -shared` (`$CC` overrides the compiler) into
 `<cache dir>/native/`, under a name hashed from the source, the flags, the compiler's version and this CPU's
@@ -31,7 +36,7 @@ import torch
 
 from codedojo.cache import cache_dir
 
-SOURCE = Path(__file__).with_name("decode_attention.c")
+SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno")
 MAX_GROUPS = 16
 """Query heads per key head the kernel handles (MAX_GROUPS in the C source)."""
@@ -75,7 +80,7 @@ def build(directory: Path | None = None) -> Path:
         raise NativeBuildError(f"{compiler} --version failed: {error}") from error
     key = hashlib.sha256("\0".join([SOURCE.read_text(), *FLAGS, version, _cpu_flags_line()]).encode())
     directory = directory or cache_dir() / "native"
-    target = directory / f"decode_attention-{key.hexdigest()[:16]}.so"
+    target = directory / f"cpu_kernels-{key.hexdigest()[:16]}.so"
     if target.exists():
         return target
     directory.mkdir(parents=True, exist_ok=True)
@@ -103,17 +108,25 @@ def _library() -> ctypes.CDLL | None:
     except (NativeBuildError, OSError) as error:
         print(f"codedojo: native decode attention unavailable, using torch's SDPA ({error})", file=sys.stderr)
         return None
-    function = library.codedojo_decode_attention
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
-                         ctypes.c_void_p, ctypes.c_int]
+    pointer, int32, int64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    for name, argtypes in (
+        ("codedojo_decode_attention", [pointer, pointer, pointer, pointer, int32, int32, int32, int32, int64, int64,
+                                       ctypes.c_float, pointer, int32]),
+        ("codedojo_linear_row", [pointer, pointer, pointer, pointer, pointer, int64, int32, int32]),
+        ("codedojo_swiglu_row", [pointer, pointer, pointer, pointer, int64, int32, int32]),
+    ):
+        function = getattr(library, name)
+        function.restype = ctypes.c_int
+        function.argtypes = argtypes
     return library
 
 
-def decode_attention_available() -> bool:
-    """Whether the decode attention kernel is compiled and loaded (compiling it on the first call)."""
+def available() -> bool:
+    """Whether the kernels are compiled and loaded (compiling them on the first call)."""
     return _library() is not None
+
+
+decode_attention_available = available
 
 
 def supports(num_kv_heads: int, num_heads: int, head_dim: int) -> bool:
@@ -152,3 +165,62 @@ def decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
                          f"({rows} rows, capacity {capacity}): {meta.tolist()}")
     if status != 0:
         raise RuntimeError(f"native decode attention failed (status {status}) for q {tuple(q.shape)}")
+
+
+def _check_rows(name: str, tensor: torch.Tensor, numel: int) -> None:
+    if tensor.dtype != torch.float32 or tensor.device.type != "cpu" or not tensor.is_contiguous() \
+            or tensor.numel() != numel:
+        raise ValueError(f"native one-row kernel: {name} must be a contiguous fp32 CPU tensor of {numel} "
+                         f"elements, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}")
+
+
+def _pointer(tensor: torch.Tensor | None) -> int | None:
+    return None if tensor is None else tensor.data_ptr()
+
+
+def linear_row(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+               residual: torch.Tensor | None = None, *, checked: bool = True) -> torch.Tensor:
+    """`F.linear(x, weight, bias) + residual` for one row: x [1, in] (or [in]), weight [out, in], bias and
+    residual [out] (or [1, out]) or None, all fp32 contiguous on the CPU; returns a new [1, out] tensor.
+    checked=False skips the layout checks, for callers whose tensors are theirs by construction (the engine's
+    own matrices and intermediate rows): a wrong layout there reads outside a tensor."""
+    n_out, n_in = weight.shape
+    if checked:
+        _check_rows("weight", weight, n_out * n_in)
+        _check_rows("x", x, n_in)
+        for name, tensor in (("bias", bias), ("residual", residual)):
+            if tensor is not None:
+                _check_rows(name, tensor, n_out)
+    library = _library()
+    if library is None:
+        raise RuntimeError("native kernels are not available here (see available())")
+    out = torch.empty(1, n_out)
+    status = library.codedojo_linear_row(x.data_ptr(), weight.data_ptr(), _pointer(bias), _pointer(residual),
+                                         out.data_ptr(), n_out, n_in, torch.get_num_threads())
+    if status != 0:
+        raise RuntimeError(f"native linear_row failed (status {status}) for weight {tuple(weight.shape)}")
+    return out
+
+
+def swiglu_row(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None = None, *,
+               checked: bool = True) -> torch.Tensor:
+    """`silu(gate) * up` of one row, where gate|up = F.linear(x, gate_up, bias) (gate_up [2 * inter, in], the
+    gate's rows first, as the engine fuses HF's gate_proj and up_proj); returns a new [1, inter] tensor.
+    checked as in `linear_row`."""
+    rows, n_in = gate_up.shape
+    if rows % 2:
+        raise ValueError(f"native swiglu_row: gate_up must have an even number of rows, got {rows}")
+    if checked:
+        _check_rows("gate_up", gate_up, rows * n_in)
+        _check_rows("x", x, n_in)
+        if bias is not None:
+            _check_rows("bias", bias, rows)
+    library = _library()
+    if library is None:
+        raise RuntimeError("native kernels are not available here (see available())")
+    out = torch.empty(1, rows // 2)
+    status = library.codedojo_swiglu_row(x.data_ptr(), gate_up.data_ptr(), _pointer(bias), out.data_ptr(),
+                                         rows // 2, n_in, torch.get_num_threads())
+    if status != 0:
+        raise RuntimeError(f"native swiglu_row failed (status {status}) for gate_up {tuple(gate_up.shape)}")
+    return out

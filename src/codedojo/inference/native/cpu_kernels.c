@@ -15,6 +15,8 @@ the pieces of a (row, key head) are merged at the end (the usual split-softmax i
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #ifndef CHUNK
 #define CHUNK 256
 #endif
@@ -241,5 +243,96 @@ int codedojo_decode_attention(const float *q, const float *key_cache, const floa
     free(first);
     free(partial);
     free(owner);
+    return 0;
+}
+
+/* ---- One-row linear layers (batch-1 decode) -------------------------------------------------------------
+
+A decode step of one token multiplies one row by every matrix of the model: each weight is read once and
+used for one multiply-add, so the step is a stream of the weights through memory. These read each matrix
+row by row in HF's layout ([out, in], contiguous), the rows split into one contiguous range per thread (one
+sequential stream each), four rows at a time against the input row, which stays in the first-level cache. */
+
+/* out[i] = w[i] . x for i in [first, last), four rows at a time. */
+static inline void rows_dot(const float *x, const float *w, int64_t first, int64_t last, int n_in, float *out) {
+    int64_t i = first;
+#if HAVE_VECTOR
+    if (n_in % 8 == 0) {
+        for (; i + 4 <= last; i += 4) {
+            const float *w0 = w + i * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in, *w3 = w2 + n_in;
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+                   a3 = _mm256_setzero_ps();
+            for (int e = 0; e < n_in; e += 8) {
+                __m256 xe = _mm256_loadu_ps(x + e);
+                a0 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w0 + e), a0);
+                a1 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w1 + e), a1);
+                a2 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w2 + e), a2);
+                a3 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w3 + e), a3);
+            }
+            __m256 zero = _mm256_setzero_ps();
+            __m256 sums = sum8(a0, a1, a2, a3, zero, zero, zero, zero);
+            float lanes[8];
+            _mm256_storeu_ps(lanes, sums);
+            out[i] = lanes[0];
+            out[i + 1] = lanes[1];
+            out[i + 2] = lanes[2];
+            out[i + 3] = lanes[3];
+        }
+    }
+#endif
+    for (; i < last; i++) {
+        const float *row = w + i * n_in;
+        float total = 0.0f;
+        for (int e = 0; e < n_in; e++) total += row[e] * x[e];
+        out[i] = total;
+    }
+}
+
+/* The range of rows thread `t` of `threads` takes out of n, in multiples of 4. */
+static inline void thread_rows(int64_t n, int t, int threads, int64_t *first, int64_t *last) {
+    int64_t quads = (n + 3) / 4;
+    int64_t a = quads * t / threads * 4, b = quads * (t + 1) / threads * 4;
+    *first = a < n ? a : n;
+    *last = b < n ? b : n;
+}
+
+/* out = x @ w.T (+ bias) (+ residual): x [n_in], w [n_out, n_in], bias and residual [n_out] or NULL. */
+int codedojo_linear_row(const float *x, const float *w, const float *bias, const float *residual, float *out,
+                        int64_t n_out, int n_in, int threads) {
+    if (n_out < 0 || n_in < 1 || threads < 1) return -1;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t first, last;
+        thread_rows(n_out, omp_get_thread_num(), omp_get_num_threads(), &first, &last);
+        rows_dot(x, w, first, last, n_in, out);
+        for (int64_t i = first; i < last; i++) {
+            if (bias) out[i] += bias[i];
+            if (residual) out[i] += residual[i];
+        }
+    }
+    return 0;
+}
+
+/* SwiGLU's first half for one row: out[i] = silu(x . w[i] + b[i]) * (x . w[n + i] + b[n + i]) for i < n,
+   w [2n, n_in] the gate rows then the up rows (HF's gate_proj over up_proj), bias [2n] or NULL. */
+int codedojo_swiglu_row(const float *x, const float *w, const float *bias, float *out, int64_t n, int n_in,
+                        int threads) {
+    if (n < 0 || n_in < 1 || threads < 1) return -1;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t first, last;
+        thread_rows(n, omp_get_thread_num(), omp_get_num_threads(), &first, &last);
+        float gate[256], up[256];
+        for (int64_t start = first; start < last; start += 256) {
+            int64_t stop = start + 256 < last ? start + 256 : last;
+            rows_dot(x, w + start * n_in, 0, stop - start, n_in, gate);
+            rows_dot(x, w + (n + start) * n_in, 0, stop - start, n_in, up);
+            for (int64_t i = start; i < stop; i++) {
+                float g = gate[i - start] + (bias ? bias[i] : 0.0f);
+                float u = up[i - start] + (bias ? bias[n + i] : 0.0f);
+                out[i] = g / (1.0f + expf(-g)) * u;
+            }
+        }
+    }
     return 0;
 }
