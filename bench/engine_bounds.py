@@ -9,10 +9,11 @@ allows, in one process:
   (perf_counter around the call; CPU kernels are synchronous), summed per step; "other" is the rest of the
   step (RoPE, K/V writes, adds, Python). The one-token path's step is timed whole for scale, and one RMSNorm of
   one row alone for comparison with its in-place time. The prefill entry adds the matmuls' GFLOP/s.
-- rates: the layer matrices multiplied by one row back to back (the packed copies, as a one-token step
-  multiplies them, without anything in between), a plain sum over the same bytes, and decode attention alone
-  over 16 rows x 1,600 positions of 30 layers' K/V (SDPA, matmul + softmax + matmul, and a sum of those K/V),
-  each as GB/s of the bytes read.
+- rates: the layer matrices multiplied by one row back to back (oneDNN on the packed copies, and our
+  `native.linear_row` on the plain ones, as a one-token step multiplies them, without anything in between),
+  a plain sum over the same bytes, and decode attention alone over 16 rows x 1,600 positions of 30 layers'
+  K/V (SDPA, matmul + softmax + matmul, our `native.decode_attention`, and a sum of those K/V), each as GB/s
+  of the bytes read. The native entries are left out where the kernels cannot be built.
 
 Prints one JSON object (milliseconds, GB/s, shares). Timings are the fastest of --repeat rounds; run it alone.
 """
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from codedojo.inference import resolve_model, transformer
+from codedojo.inference import native, resolve_model, transformer
 from codedojo.inference import step_batch as sb
 from codedojo.inference.kv_cache import KVCache
 
@@ -144,6 +145,9 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     results["rates"] = {"layer_weights_mb": round(layer_bytes / 1e6, 1),
                         "layer_matmuls_one_row_back_to_back_gb_s": round(layer_bytes / back_to_back / 1e6, 1),
                         "sum_over_layer_weights_gb_s": round(layer_bytes / summed / 1e6, 1)}
+    if native.available():
+        ours = best_ms(lambda: [native.linear_row(inputs[m.shape[1]], m) for m, _ in packed], repeat, 3)
+        results["rates"]["native_linear_row_back_to_back_gb_s"] = round(layer_bytes / ours / 1e6, 1)
 
     positions, groups = n(1600), c.num_query_groups
     keys = [torch.randn(16, c.num_kv_heads, positions, c.head_dim) for _ in range(c.num_layers)]
@@ -160,6 +164,11 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
             torch.softmax(torch.matmul(query, keys[i].transpose(-1, -2)) * c.head_dim**-0.5, -1), values[i])),
         "sum_gb_s": rate(lambda i: (keys[i].sum(), values[i].sum())),
     }
+    if native.available():
+        meta = torch.tensor([[r, positions] for r in range(16)], dtype=torch.int32)
+        out = torch.empty_like(query)
+        results["rates"]["decode_attention_16_rows_1600"]["native_gb_s"] = rate(
+            lambda i: native.decode_attention(query, keys[i], values[i], meta, out))
     return results
 
 

@@ -2,6 +2,7 @@
 against Hugging Face over padded pairs, all in one run.
 
     .venv/bin/python bench/trainer.py [--groups 2 --group-size 4] [--repeat 2] [--only a,b] [--isolate]
+                                      [--flops-only]
 
 Every configuration trains the same SmolLM2-135M-shaped model (random init, same seed, fp32 master weights)
 on the same episode-like sequences with the same loss (mean negative logprob of trainable tokens,
@@ -32,6 +33,9 @@ fp32 rate (a 2048x576 @ 576x1536 matmul: 1.3 GFLOP/s against 185 in fp32 on a 2-
 docs/results/bf16-probe-avx2.json), so `bf16`
 and `hf_bf16` are left out unless named with --only; the JSON lists what was left out and why.
 
+`step_tflop` (also alone with --flops-only) counts the arithmetic of the `all` and `sft_new` steps as they lay
+their micro-batches out: a floor on their time at the machine's matmul rate.
+
 Each configuration runs `--repeat` consecutive steps on a model of its own and keeps the fastest (one
 model and its optimizer state live at a time); with `--isolate`, each in a fresh process of its own, one
 after another. Run it alone on the machine. Prints JSON: tokens/s of
@@ -59,7 +63,7 @@ import torch
 
 from codedojo.precision import capability, compute_dtype, compute_precision, native_bf16
 from codedojo.rl.packing import pack, pack_groups
-from codedojo.train.packed import MIN_SHARED_PREFIX
+from codedojo.train.packed import MIN_SHARED_PREFIX, layout
 from codedojo.train.policy import Policy
 from codedojo.train.sft import SFTConfig, sft_loss
 
@@ -301,6 +305,37 @@ def isolated_seconds(name: str, argv: list[str]) -> float:
     return float(json.loads(out.strip().splitlines()[-1])[name])
 
 
+def step_flops(data: list[Seq], *, budget: int, share: bool, shape: dict | None = None) -> dict[str, float]:
+    """FLOPs of one training step over `data` as `all` (share=True) or `sft_new` lays it out: the
+    layer matmuls (2 FLOPs per weight per laid-out token forward, 4 backward), attention forward and backward
+    (QK^T and PV forward; the flash backward recomputes QK^T and forms four more products: 3.5x the forward),
+    and the head at trainable positions (forward and backward). A lower bound on the step's work: norms,
+    elementwise ops and the optimizer come on top."""
+    c = dict(SMOLLM2_SHAPE, **(shape or {}))
+    hidden, inter, heads, kv = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"], c[
+        "num_key_value_heads"]
+    head_dim = hidden // heads
+    weights = c["num_hidden_layers"] * (hidden * (heads + 2 * kv) * head_dim + heads * head_dim * hidden
+                                        + 3 * hidden * inter)
+    keys = [s.group for s in data] if share else list(range(len(data)))
+    tokens = attention = 0.0
+    for mb in pack_groups([s.ids for s in data], keys, max_tokens=budget, min_shared=MIN_SHARED_PREFIX):
+        lay = layout([data[i].ids for i in mb.indices], [keys[i] for i in mb.indices] if share else None)
+        tokens += lay.num_tokens
+        for b in lay.blocks:  # query-key pairs: the prefix causally, each suffix against the prefix and itself
+            attention += b.prefix * (b.prefix + 1) / 2 + sum(x * b.prefix + x * (x + 1) / 2 for x in b.suffixes)
+    attention *= 2 * 2 * head_dim * heads * c["num_hidden_layers"] * 3.5
+    trainable = sum(sum(s.mask) for s in data)
+    out = {"laid_out_tokens": tokens, "layer_matmuls": 6 * weights * tokens, "attention": attention,
+           "head": 6 * c["vocab_size"] * hidden * trainable}
+    out["total"] = out["layer_matmuls"] + out["attention"] + out["head"]
+    return out
+
+
+def in_tflop(flops: dict[str, float]) -> dict[str, float]:
+    return {k: v if k == "laid_out_tokens" else round(v / 1e12, 3) for k, v in flops.items()}
+
+
 def ratios(tps: dict[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
 
@@ -344,6 +379,9 @@ def main() -> None:
                         help="time each configuration in a fresh process of its own (in turn, never two at once), "
                              "so none runs on the heap and caches the ones before it left")
     parser.add_argument("--seconds-only", action="store_true", help=argparse.SUPPRESS)  # --isolate's children
+    parser.add_argument("--flops-only", action="store_true",
+                        help="print the FLOPs of the `all` and `sft_new` steps (step_tflop, as in the full JSON) "
+                             "and stop: arithmetic only, nothing is timed")
     parser.add_argument("--profile", default=None, metavar="CONFIG",
                         help="instead of timing: one warm step of CONFIG under torch.profiler; prints the share "
                              "of CPU time per operator as JSON")
@@ -370,6 +408,12 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown configuration(s) {unknown}; known: {', '.join(configs)}")
         configs = {k: v for k, v in configs.items() if k in wanted}
+    step_tflop = {"all": in_tflop(step_flops(rl, budget=args.budget, share=True, shape=shape)),
+                  "sft_new": in_tflop(step_flops(sft, budget=args.sft_budget, share=False, shape=shape))}
+    if args.flops_only:
+        print(json.dumps({"command": " ".join(["bench/trainer.py", *sys.argv[1:]]), "step_tflop": step_tflop},
+                         indent=2))
+        return
     if args.profile:
         print(json.dumps(profile_step(configs[args.profile][1]), indent=2))
         return
@@ -395,6 +439,7 @@ def main() -> None:
                             min_shared=MIN_SHARED_PREFIX))},
         "sft_workload": {"sequences": len(sft), "tokens": sum(len(s.ids) for s in sft),
                          "trainable": sum(sum(s.mask) for s in sft), "common_opening": int(SFT_OPENING * scale)},
+        "step_tflop": step_tflop,
         "budget": args.budget, "sft_budget": args.sft_budget,
         "sft_share_budget": args.sft_share_budget or args.sft_budget,
         "repeat": args.repeat, "isolated": args.isolate,

@@ -203,3 +203,27 @@ def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
     assert result["sft"] == {"tokens": 1000, "seconds": 10.0, "tokens_per_sec": 100.0}
     assert result["wall_clock"] == "38:28.30" and result["peak_rss_gib"] == 10.54
     assert result["learning"] == {"train_reward": [0.5]}
+
+
+def test_trainer_bench_counts_a_steps_arithmetic_by_hand() -> None:
+    """step_flops on a group of two sequences sharing a 20-token opening, against the count by hand."""
+    spec = importlib.util.spec_from_file_location("bench_trainer_flops_test", BENCH / "trainer.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    shape = dict(bench.SMOLLM2_SHAPE, vocab_size=100, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1)
+    opening = list(range(1, 21))
+    data = [bench.Seq([*opening, 30, 31, 32], [0] * 19 + [1, 1, 0], 0), bench.Seq([*opening, 40], [0] * 19 + [1], 0)]
+    weights = 2 * (8 * 4 * 4 + 8 * 8 + 3 * 8 * 16)  # layers x (q|k|v, o, gate|up|down); head_dim 4
+    pairs = 20 * 21 / 2 + (3 * 20 + 3 * 4 / 2) + (1 * 20 + 1)  # prefix causal, each suffix on prefix + itself
+    shared = bench.step_flops(data, budget=100, share=True, shape=shape)
+    assert shared["laid_out_tokens"] == 24
+    assert shared["layer_matmuls"] == 6 * weights * 24
+    assert shared["attention"] == pairs * 2 * 2 * 4 * 2 * 2 * 3.5  # 2 products x 2 FLOPs x dim x heads x layers
+    assert shared["head"] == 6 * 100 * 8 * 3
+    assert shared["total"] == shared["layer_matmuls"] + shared["attention"] + shared["head"]
+    alone = bench.step_flops(data, budget=100, share=False, shape=shape)
+    assert alone["laid_out_tokens"] == 44
+    assert alone["attention"] == (23 * 24 / 2 + 21 * 22 / 2) * 2 * 2 * 4 * 2 * 2 * 3.5

@@ -1,6 +1,7 @@
-/* Decode attention for the local engine's CPU fp32 steps (codedojo.inference.native builds and loads it).
+/* fp32 CPU kernels of the local engine (codedojo.inference.native builds and loads them): decode attention
+(first) and the one-row linear layers of batch-1 decode (at the end).
 
-Each decoding row has one new token whose query heads attend to that row's cached keys and values:
+Decode attention. Each decoding row has one new token whose query heads attend to that row's cached keys and values:
 positions 0..length-1 of its row in the layer's K and V tensors, laid out [rows, kv_heads, capacity, dim].
 The query heads that share a key head (`groups` of them) are computed together, so every cached key and
 value is read from memory once per step, not once per query head, and each row reads only its own length
