@@ -9,7 +9,8 @@
   and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows), plus
   the resident memory the packed copies add;
 - small steps: a batch-1 decode step (one row at 400 positions) on the plain matrices through F.linear
-  vs on the packed ones; "ours" is the one the engine picks at this thread count
+  vs on the packed ones, the native one-row kernels off; "ours" is the one the engine picks at this thread count
+  where those kernels are not built
   (`transformer.SMALL_STEP_TOKENS`, `SMALL_STEP_MAX_THREADS`);
 - decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
   masked call over every row, for the 16 ragged rows, both through SDPA (the native kernel below needs no
@@ -17,9 +18,9 @@
 - native attention: decode tokens attending through the compiled kernel (`codedojo.inference.native`,
   `transformer.NATIVE_DECODE_ATTENTION`) vs SDPA, for a batch-1 step (one row at 400 positions), 8 rows
   at 1,000 positions and the 16 ragged rows, whole steps;
-- native rows: a batch-1 fp32 decode step with its matrices multiplied by our one-row kernels
+- native rows: a batch-1 decode step with its matrices multiplied by our one-row kernels
   (`native.linear_row`, `swiglu_row`; `transformer.NATIVE_ONE_ROW_LINEAR`) vs oneDNN on the packed copies
-  (or F.linear on the plain ones where the engine picks those), both on the one-token path;
+  (or F.linear on the plain ones where the engine picks those), both on the one-token path, fp32 and bf16;
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
   and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
@@ -134,19 +135,21 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     use("packed")
     limits = transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS
 
-    def one_row(plain: bool) -> Callable[[], float]:
-        def run() -> float:
+    def small_step_side(plain: bool) -> Callable[[], float]:
+        def run() -> float:  # torch's kernels only: the native one-row kernels would take both sides' matmuls
             transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = (1, 1 << 10) if plain else (0, 0)
+            rows, model.native_rows = model.native_rows, False
             try:
                 return fastest_ms(*shapes["decode_1_row_400"])
             finally:
                 transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = limits
+                model.native_rows = rows
         return run
 
     engine_plain = torch.get_num_threads() <= limits[1] and limits[0] >= 1
     if wanted("small_step"):
         results["small_step/decode_1_row_400"] = {
-            **ab({"ours": one_row(engine_plain), "baseline": one_row(not engine_plain)}, args.repeat),
+            **ab({"ours": small_step_side(engine_plain), "baseline": small_step_side(not engine_plain)}, args.repeat),
             "ours_is": "plain" if engine_plain else "packed"}
     if wanted("one_token_path"):
         results["one_token_path/fp32_decode_1_row_400"] = one_token_ab(model, args.repeat)
@@ -168,6 +171,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             results[f"native_attention/{name}"] = native_ab(model, *shapes[name], args.repeat)
     if wanted("native_rows") and model.native_rows:
         results["native_rows/decode_1_row_400"] = native_rows_ab(model, shapes["decode_1_row_400"][0], args.repeat)
+        bf16 = loaded.engine_model(dtype=torch.bfloat16)
+        results["native_rows/bf16_decode_1_row_400"] = native_rows_ab(bf16, one_row(bf16), args.repeat)
+        del bf16
     if wanted("decode_runs"):
         model.native_attention = False  # runs are how SDPA's calls are cut; the kernel has none
         results["decode_runs/decode_16_ragged_rows"] = ab(

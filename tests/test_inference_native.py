@@ -229,6 +229,21 @@ def test_linear_row_matches_f_linear_with_bias_and_residual(n_out: int, n_in: in
     assert full.shape == (1, n_out)
 
 
+@pytest.mark.parametrize(("n_out", "n_in"), ROW_SHAPES)
+def test_linear_row_reads_bf16_weights_exactly_widened(n_out: int, n_in: int) -> None:
+    """bf16 weights are widened exactly and summed in fp32: the same as fp32 weights holding the same values, to
+    the last bit or two (the compiler may fuse the scalar tail's multiply-adds differently in the two builds)."""
+    g = torch.Generator().manual_seed(n_out * 7 + n_in)
+    x, weight = torch.randn(1, n_in, generator=g), (torch.randn(n_out, n_in, generator=g) / n_in ** 0.5).bfloat16()
+    residual = torch.randn(1, n_out, generator=g)
+    torch.testing.assert_close(native.linear_row(x, weight, residual=residual),
+                               native.linear_row(x, weight.float(), residual=residual), atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(native.linear_row(x, weight), F.linear(x, weight.float()), atol=1e-5, rtol=1e-5)
+    gate_up = torch.cat((weight, weight.flip(0))) if n_out > 1 else torch.cat((weight, weight))
+    torch.testing.assert_close(native.swiglu_row(x, gate_up), native.swiglu_row(x, gate_up.float()), atol=1e-7,
+                               rtol=1e-6)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("inter", "n_in"), [(1536, 576), (300, 64), (5, 12), (1, 8)])
 def test_swiglu_row_matches_silu_gate_times_up(inter: int, n_in: int, threads: int) -> None:
@@ -256,6 +271,8 @@ def test_one_row_kernels_refuse_layouts_they_would_misread() -> None:
         native.linear_row(torch.zeros(1, 16), weight, residual=torch.zeros(1, 7))
     with pytest.raises(ValueError, match="bias must be"):
         native.linear_row(torch.zeros(1, 16), weight, bias=torch.zeros(8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="weight must be a contiguous fp32 or bf16"):
+        native.linear_row(torch.zeros(1, 16), weight.half())
     with pytest.raises(ValueError, match="even number of rows"):
         native.swiglu_row(torch.zeros(1, 16), torch.zeros(7, 16))
 

@@ -369,9 +369,11 @@ class Transformer:
                                  and native.supports(c.num_kv_heads, c.num_heads, c.head_dim))
         """Whether decode tokens attend through `native.decode_attention` (checked against the library at the
         first step; off: SDPA, an A/B switch for bench/engine_steps.py)."""
-        self.native_rows = (NATIVE_ONE_ROW_LINEAR and self.device.type == "cpu" and dtype == torch.float32)
-        """Whether one-token fp32 CPU steps multiply through `native.linear_row` and `swiglu_row` (checked
-        against the library at the first step; off: oneDNN or F.linear, an A/B switch for bench/engine_steps.py)."""
+        self.native_rows = (NATIVE_ONE_ROW_LINEAR and self.device.type == "cpu"
+                             and dtype in (torch.float32, torch.bfloat16))
+        """Whether one-token CPU steps multiply through `native.linear_row` and `swiglu_row` (fp32 or bf16
+        matrices, fp32 rows and sums; checked against the library at the first step; off: oneDNN or F.linear, an
+        A/B switch for bench/engine_steps.py)."""
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -483,7 +485,7 @@ class Transformer:
             if one_token:
                 x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
                 h = _row_rms_norm(x, self.norm, c.rms_norm_eps)
-                if self.native_rows:
+                if self.native_rows and self.dtype == torch.float32:  # reduced precision: the fp16 head below
                     return native.linear_row(h, self.lm_head, checked=False)
             else:
                 cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
@@ -558,12 +560,15 @@ class Transformer:
         rows = self.native_rows  # the plain fp32 matrices through our one-row kernels (the engine's own tensors)
         rotated = c.num_heads + c.num_kv_heads  # q's and k's heads, side by side in qkv
         q_size = c.num_heads * c.head_dim
+        def fp32(bias: torch.Tensor | None) -> torch.Tensor | None:
+            return None if bias is None else bias.float()
+
         for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
-            h = _row_rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
-            if rows:
-                heads = native.linear_row(h, layer.qkv, layer.qkv_bias, checked=False)
+            h = _row_rms_norm(x, layer.input_norm, c.rms_norm_eps)
+            if rows:  # the norm's fp32 row and fp32 sums whatever the matrices' dtype
+                heads = native.linear_row(h, layer.qkv, fp32(layer.qkv_bias), checked=False).to(self.dtype)
             else:
-                heads = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype)
+                heads = linear(h.to(mm_dtype), packed.qkv, packed.qkv_bias).to(self.dtype)
             heads = heads.view(rotated + c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q = rope(_rms_norm(heads[: c.num_heads], layer.q_norm, c.rms_norm_eps).to(self.dtype))
@@ -583,10 +588,10 @@ class Transformer:
                     grouped, key_cache[row : row + 1, :, :kv_len], value_cache[row : row + 1, :, :kv_len])
             attn = o.reshape(1, q_size).to(mm_dtype)
             if rows:
-                x = native.linear_row(attn, layer.o, layer.o_bias, x, checked=False)
+                x = native.linear_row(attn.float().contiguous(), layer.o, fp32(layer.o_bias), x, checked=False)
                 h = _row_rms_norm(x, layer.post_norm, c.rms_norm_eps)
-                act = native.swiglu_row(h, layer.gate_up, layer.gate_up_bias, checked=False)
-                x = native.linear_row(act, layer.down, layer.down_bias, x, checked=False)
+                act = native.swiglu_row(h, layer.gate_up, fp32(layer.gate_up_bias), checked=False)
+                x = native.linear_row(act, layer.down, fp32(layer.down_bias), x, checked=False)
                 continue
             if fused_add:
                 x = _onednn_linear_add(attn, x, packed.o, packed.o_bias)

@@ -112,8 +112,8 @@ def _library() -> ctypes.CDLL | None:
     for name, argtypes in (
         ("codedojo_decode_attention", [pointer, pointer, pointer, pointer, int32, int32, int32, int32, int64, int64,
                                        ctypes.c_float, pointer, int32]),
-        ("codedojo_linear_row", [pointer, pointer, pointer, pointer, pointer, int64, int32, int32]),
-        ("codedojo_swiglu_row", [pointer, pointer, pointer, pointer, int64, int32, int32]),
+        ("codedojo_linear_row", [pointer, pointer, pointer, pointer, pointer, int64, int32, int32, int32]),
+        ("codedojo_swiglu_row", [pointer, pointer, pointer, pointer, int64, int32, int32, int32]),
     ):
         function = getattr(library, name)
         function.restype = ctypes.c_int
@@ -167,11 +167,17 @@ def decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
         raise RuntimeError(f"native decode attention failed (status {status}) for q {tuple(q.shape)}")
 
 
-def _check_rows(name: str, tensor: torch.Tensor, numel: int) -> None:
-    if tensor.dtype != torch.float32 or tensor.device.type != "cpu" or not tensor.is_contiguous() \
+def _check_rows(name: str, tensor: torch.Tensor, numel: int, dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+                ) -> None:
+    if tensor.dtype not in dtypes or tensor.device.type != "cpu" or not tensor.is_contiguous() \
             or tensor.numel() != numel:
-        raise ValueError(f"native one-row kernel: {name} must be a contiguous fp32 CPU tensor of {numel} "
+        kinds = " or ".join({torch.float32: "fp32", torch.bfloat16: "bf16"}.get(d, str(d)) for d in dtypes)
+        raise ValueError(f"native one-row kernel: {name} must be a contiguous {kinds} CPU tensor of {numel} "
                          f"elements, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}")
+
+
+WEIGHT_DTYPES = (torch.float32, torch.bfloat16)
+"""What the one-row kernels read weights in (bf16 widened to fp32 in registers; every sum in fp32)."""
 
 
 def _pointer(tensor: torch.Tensor | None) -> int | None:
@@ -180,13 +186,14 @@ def _pointer(tensor: torch.Tensor | None) -> int | None:
 
 def linear_row(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                residual: torch.Tensor | None = None, *, checked: bool = True) -> torch.Tensor:
-    """`F.linear(x, weight, bias) + residual` for one row: x [1, in] (or [in]), weight [out, in], bias and
-    residual [out] (or [1, out]) or None, all fp32 contiguous on the CPU; returns a new [1, out] tensor.
+    """`F.linear(x, weight, bias) + residual` for one row: x [1, in] (or [in]), weight [out, in] in fp32 or
+    bf16, bias and residual [out] (or [1, out]) or None, everything but the weight fp32, all contiguous on the
+    CPU; returns a new fp32 [1, out] tensor (the sums in fp32 whatever the weight's dtype).
     checked=False skips the layout checks, for callers whose tensors are theirs by construction (the engine's
     own matrices and intermediate rows): a wrong layout there reads outside a tensor."""
     n_out, n_in = weight.shape
     if checked:
-        _check_rows("weight", weight, n_out * n_in)
+        _check_rows("weight", weight, n_out * n_in, WEIGHT_DTYPES)
         _check_rows("x", x, n_in)
         for name, tensor in (("bias", bias), ("residual", residual)):
             if tensor is not None:
@@ -196,7 +203,8 @@ def linear_row(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         raise RuntimeError("native kernels are not available here (see available())")
     out = torch.empty(1, n_out)
     status = library.codedojo_linear_row(x.data_ptr(), weight.data_ptr(), _pointer(bias), _pointer(residual),
-                                         out.data_ptr(), n_out, n_in, torch.get_num_threads())
+                                         out.data_ptr(), n_out, n_in, weight.dtype == torch.bfloat16,
+                                         torch.get_num_threads())
     if status != 0:
         raise RuntimeError(f"native linear_row failed (status {status}) for weight {tuple(weight.shape)}")
     return out
@@ -205,13 +213,14 @@ def linear_row(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
 def swiglu_row(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None = None, *,
                checked: bool = True) -> torch.Tensor:
     """`silu(gate) * up` of one row, where gate|up = F.linear(x, gate_up, bias) (gate_up [2 * inter, in], the
-    gate's rows first, as the engine fuses HF's gate_proj and up_proj); returns a new [1, inter] tensor.
+    gate's rows first, as the engine fuses HF's gate_proj and up_proj; fp32 or bf16); returns a new fp32
+    [1, inter] tensor.
     checked as in `linear_row`."""
     rows, n_in = gate_up.shape
     if rows % 2:
         raise ValueError(f"native swiglu_row: gate_up must have an even number of rows, got {rows}")
     if checked:
-        _check_rows("gate_up", gate_up, rows * n_in)
+        _check_rows("gate_up", gate_up, rows * n_in, WEIGHT_DTYPES)
         _check_rows("x", x, n_in)
         if bias is not None:
             _check_rows("bias", bias, rows)
@@ -220,7 +229,7 @@ def swiglu_row(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None
         raise RuntimeError("native kernels are not available here (see available())")
     out = torch.empty(1, rows // 2)
     status = library.codedojo_swiglu_row(x.data_ptr(), gate_up.data_ptr(), _pointer(bias), out.data_ptr(),
-                                         rows // 2, n_in, torch.get_num_threads())
+                                         rows // 2, n_in, gate_up.dtype == torch.bfloat16, torch.get_num_threads())
     if status != 0:
         raise RuntimeError(f"native swiglu_row failed (status {status}) for gate_up {tuple(gate_up.shape)}")
     return out

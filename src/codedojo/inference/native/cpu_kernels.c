@@ -254,21 +254,39 @@ used for one multiply-add, so the step is a stream of the weights through memory
 row by row in HF's layout ([out, in], contiguous), the rows split into one contiguous range per thread (one
 sequential stream each), four rows at a time against the input row, which stays in the first-level cache. */
 
-/* out[i] = w[i] . x for i in [first, last), four rows at a time. */
-static inline void rows_dot(const float *x, const float *w, int64_t first, int64_t last, int n_in, float *out) {
+/* Weight e of a matrix held in fp32 or, with bf16 set, in bf16 (the top half of an fp32: widened exactly). */
+static inline float weight_at(const void *w, int64_t e, int bf16) {
+    if (!bf16) return ((const float *)w)[e];
+    uint32_t bits = (uint32_t)((const uint16_t *)w)[e] << 16;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+#if HAVE_VECTOR
+static inline __m256 weights8(const void *w, int64_t e, int bf16) {
+    if (!bf16) return _mm256_loadu_ps((const float *)w + e);
+    __m128i half = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + e));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+}
+#endif
+
+/* out[i] = w[i] . x for i in [first, last), four rows at a time; w fp32 or bf16 (`bf16`), x and out fp32. */
+static inline __attribute__((always_inline)) void rows_dot(const float *x, const void *w, int64_t first,
+                                                           int64_t last, int n_in, float *out, int bf16) {
     int64_t i = first;
 #if HAVE_VECTOR
     if (n_in % 8 == 0) {
         for (; i + 4 <= last; i += 4) {
-            const float *w0 = w + i * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in, *w3 = w2 + n_in;
+            int64_t r0 = i * n_in, r1 = r0 + n_in, r2 = r1 + n_in, r3 = r2 + n_in;
             __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
                    a3 = _mm256_setzero_ps();
             for (int e = 0; e < n_in; e += 8) {
                 __m256 xe = _mm256_loadu_ps(x + e);
-                a0 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w0 + e), a0);
-                a1 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w1 + e), a1);
-                a2 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w2 + e), a2);
-                a3 = _mm256_fmadd_ps(xe, _mm256_loadu_ps(w3 + e), a3);
+                a0 = _mm256_fmadd_ps(xe, weights8(w, r0 + e, bf16), a0);
+                a1 = _mm256_fmadd_ps(xe, weights8(w, r1 + e, bf16), a1);
+                a2 = _mm256_fmadd_ps(xe, weights8(w, r2 + e, bf16), a2);
+                a3 = _mm256_fmadd_ps(xe, weights8(w, r3 + e, bf16), a3);
             }
             __m256 zero = _mm256_setzero_ps();
             __m256 sums = sum8(a0, a1, a2, a3, zero, zero, zero, zero);
@@ -282,9 +300,8 @@ static inline void rows_dot(const float *x, const float *w, int64_t first, int64
     }
 #endif
     for (; i < last; i++) {
-        const float *row = w + i * n_in;
         float total = 0.0f;
-        for (int e = 0; e < n_in; e++) total += row[e] * x[e];
+        for (int e = 0; e < n_in; e++) total += weight_at(w, i * n_in + e, bf16) * x[e];
         out[i] = total;
     }
 }
@@ -297,15 +314,19 @@ static inline void thread_rows(int64_t n, int t, int threads, int64_t *first, in
     *last = b < n ? b : n;
 }
 
-/* out = x @ w.T (+ bias) (+ residual): x [n_in], w [n_out, n_in], bias and residual [n_out] or NULL. */
-int codedojo_linear_row(const float *x, const float *w, const float *bias, const float *residual, float *out,
-                        int64_t n_out, int n_in, int threads) {
+/* out = x @ w.T (+ bias) (+ residual): x [n_in], w [n_out, n_in] in fp32 or (w_bf16) bf16, bias and
+   residual [n_out] or NULL; everything but w fp32, and the sums in fp32. */
+int codedojo_linear_row(const float *x, const void *w, const float *bias, const float *residual, float *out,
+                        int64_t n_out, int n_in, int w_bf16, int threads) {
     if (n_out < 0 || n_in < 1 || threads < 1) return -1;
 #pragma omp parallel num_threads(threads)
     {
         int64_t first, last;
         thread_rows(n_out, omp_get_thread_num(), omp_get_num_threads(), &first, &last);
-        rows_dot(x, w, first, last, n_in, out);
+        if (w_bf16)
+            rows_dot(x, w, first, last, n_in, out, 1);
+        else
+            rows_dot(x, w, first, last, n_in, out, 0);
         for (int64_t i = first; i < last; i++) {
             if (bias) out[i] += bias[i];
             if (residual) out[i] += residual[i];
@@ -315,9 +336,11 @@ int codedojo_linear_row(const float *x, const float *w, const float *bias, const
 }
 
 /* SwiGLU's first half for one row: out[i] = silu(x . w[i] + b[i]) * (x . w[n + i] + b[n + i]) for i < n,
-   w [2n, n_in] the gate rows then the up rows (HF's gate_proj over up_proj), bias [2n] or NULL. */
-int codedojo_swiglu_row(const float *x, const float *w, const float *bias, float *out, int64_t n, int n_in,
-                        int threads) {
+   w [2n, n_in] the gate rows then the up rows (HF's gate_proj over up_proj) in fp32 or (w_bf16) bf16,
+   bias [2n] or NULL. */
+int codedojo_swiglu_row(const float *x, const void *w, const float *bias, float *out, int64_t n, int n_in,
+                        int w_bf16, int threads) {
+    size_t element = w_bf16 ? 2 : 4;
     if (n < 0 || n_in < 1 || threads < 1) return -1;
 #pragma omp parallel num_threads(threads)
     {
@@ -326,8 +349,15 @@ int codedojo_swiglu_row(const float *x, const float *w, const float *bias, float
         float gate[256], up[256];
         for (int64_t start = first; start < last; start += 256) {
             int64_t stop = start + 256 < last ? start + 256 : last;
-            rows_dot(x, w + start * n_in, 0, stop - start, n_in, gate);
-            rows_dot(x, w + (n + start) * n_in, 0, stop - start, n_in, up);
+            const char *gates = (const char *)w + (size_t)(start * n_in) * element;
+            const char *ups = (const char *)w + (size_t)((n + start) * n_in) * element;
+            if (w_bf16) {
+                rows_dot(x, gates, 0, stop - start, n_in, gate, 1);
+                rows_dot(x, ups, 0, stop - start, n_in, up, 1);
+            } else {
+                rows_dot(x, gates, 0, stop - start, n_in, gate, 0);
+                rows_dot(x, ups, 0, stop - start, n_in, up, 0);
+            }
             for (int64_t i = start; i < stop; i++) {
                 float g = gate[i - start] + (bias ? bias[i] : 0.0f);
                 float u = up[i - start] + (bias ? bias[n + i] : 0.0f);
