@@ -1,5 +1,6 @@
-"""The engine's native decode attention (codedojo.inference.native): values against SDPA, what it reads,
-its argument checks, its build cache and the fallback to SDPA."""
+"""The engine's native CPU kernels (codedojo.inference.native): decode attention against SDPA and what it
+reads, the one-row linear kernels against F.linear, their argument checks, the build cache and the fallback
+to torch's kernels."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ def _have_compiler() -> bool:
     return True
 
 
-# Without a compiler the engine runs on SDPA and these tests skip, except under CI (./dev installs gcc there).
+# Without a compiler the engine runs on torch's kernels and these tests skip, except under CI (./dev installs
+# gcc there, so a missing compiler is a failure).
 pytestmark = pytest.mark.skipif(not _have_compiler() and not os.environ.get("CI"),
-                                reason="no C compiler here: the engine uses SDPA (./dev setup installs gcc)")
+                                reason="no C compiler here: the engine uses torch's kernels (./dev setup installs gcc)")
 
 
 def sdpa_reference(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
@@ -122,7 +124,7 @@ def test_a_missing_compiler_is_named_and_the_engine_falls_back_to_sdpa(
     native._library.cache_clear()
     try:
         assert not native.decode_attention_available()
-        assert "using torch's SDPA" in capsys.readouterr().err
+        assert "native CPU kernels unavailable, using torch's" in capsys.readouterr().err
         loaded = TinyModel(architecture="llama", num_layers=2, max_positions=128).load()
         model = loaded.engine_model()
         assert model.native_attention  # decided at the first step

@@ -1,23 +1,24 @@
 """Native kernels of the local engine: C sources here, compiled once per machine with the system's C compiler
 and loaded with ctypes.
 
-Two kinds of fp32 CPU kernel live in cpu_kernels.c:
+Two kinds of CPU kernel live in cpu_kernels.c, both summing in fp32:
 
 - `decode_attention`: every decoding row's new token against its own cached positions, the query heads that
   share a key head computed together, in one call per layer for the whole step. torch's SDPA on the same
   work reads each row up to the longest row's length and runs at about a third of the machine's copy rate
   on these shapes (docs/inference.md), which made attention over half of a 16-row decode step.
-- `linear_row` and `swiglu_row`: one row times a matrix in HF's layout, the residual add and SwiGLU's gating
-  folded in, for batch-1 decode steps, where every weight is read once and used once: each thread streams
-  one contiguous range of the matrix's rows, where oneDNN's kernel reads the matrices at about two thirds of
-  that rate with 2 threads (docs/inference.md).
+- `linear_row` and `swiglu_row`: one fp32 row times an fp32 or bf16 matrix in HF's layout, the residual add
+  and SwiGLU's gating folded in, for batch-1 decode steps, where every weight is read once and used once: each
+  thread streams one contiguous range of the matrix's rows, where oneDNN's kernel reads the matrices at about
+  two thirds of that rate with 2 threads (docs/inference.md).
 
 Building: `cc -O3 -march=native -fopenmp -shared` (`$CC` overrides the compiler) into
 `<cache dir>/native/`, under a name hashed from the source, the flags, the compiler's version and this CPU's
 flags, so a cache shared between machines never loads another CPU's build. The library is loaded after
 torch, so its OpenMP calls bind to the runtime torch already mapped (libgomp.so.1) and share its thread
 pools. Where anything of that fails (no compiler, a build error, a library that will not load), the engine
-falls back to SDPA and says why once on stderr; `CODEDOJO_NATIVE=0` turns the kernels off.
+falls back to torch's kernels (SDPA, oneDNN) and says why once on stderr; `CODEDOJO_NATIVE=0` turns the kernels
+off.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _library() -> ctypes.CDLL | None:
     try:
         library = ctypes.CDLL(str(build()))
     except (NativeBuildError, OSError) as error:
-        print(f"codedojo: native decode attention unavailable, using torch's SDPA ({error})", file=sys.stderr)
+        print(f"codedojo: native CPU kernels unavailable, using torch's ({error})", file=sys.stderr)
         return None
     pointer, int32, int64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     for name, argtypes in (
