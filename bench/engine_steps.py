@@ -168,11 +168,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         results["causal_prefill/prefill_1024_from_0"] = causal_prefill_ab(model, args.repeat)
     if wanted("native_attention") and model.native_attention:
         for name in ("decode_1_row_400", "decode_8_rows_1000", "decode_16_ragged_rows"):
-            results[f"native_attention/{name}"] = native_ab(model, *shapes[name], args.repeat)
+            results[f"native_attention/{name}"] = switch_ab(model, "native_attention", *shapes[name], args.repeat)
     if wanted("native_rows") and model.native_rows:
-        results["native_rows/decode_1_row_400"] = native_rows_ab(model, shapes["decode_1_row_400"][0], args.repeat)
+        results["native_rows/decode_1_row_400"] = switch_ab(model, "native_rows", *shapes["decode_1_row_400"],
+                                                            args.repeat)
         bf16 = loaded.engine_model(dtype=torch.bfloat16)
-        results["native_rows/bf16_decode_1_row_400"] = native_rows_ab(bf16, one_row(bf16), args.repeat)
+        results["native_rows/bf16_decode_1_row_400"] = switch_ab(bf16, "native_rows", one_row(bf16), 10, args.repeat)
         del bf16
     if wanted("decode_runs"):
         model.native_attention = False  # runs are how SDPA's calls are cut; the kernel has none
@@ -251,49 +252,24 @@ def causal_prefill_ab(model: Any, repeat: int, tokens: int = 1024) -> dict[str, 
     return ab({"ours": side(True), "baseline": side(False)}, repeat)
 
 
-def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
-    """`model`'s batch-1 decode step (one row at 400 positions) on the one-token path (ours) vs the general
-    layers (baseline)."""
-    step = one_row(model)
-
-    def side(lean: bool) -> Callable[[], float]:
+def switch_ab(model: Any, switch: str, step: Callable[[], object], calls: int, repeat: int) -> dict[str, Any]:
+    """`step` with `model.<switch>` on (ours) vs off (baseline); the switch is left on."""
+    def side(on: bool) -> Callable[[], float]:
         def run() -> float:
-            model.one_token_path = lean
-            try:
-                return fastest_ms(step, 10)
-            finally:
-                model.one_token_path = True
-        return run
-
-    return ab({"ours": side(True), "baseline": side(False)}, repeat)
-
-
-def native_ab(model: Any, step: Callable[[], object], calls: int, repeat: int) -> dict[str, Any]:
-    """`step` with decode attention through the native kernel (ours) vs SDPA (baseline)."""
-    def side(use_native: bool) -> Callable[[], float]:
-        def run() -> float:
-            model.native_attention = use_native
+            setattr(model, switch, on)
             try:
                 return fastest_ms(step, calls)
             finally:
-                model.native_attention = True
+                setattr(model, switch, True)
         return run
 
     return ab({"ours": side(True), "baseline": side(False)}, repeat)
 
 
-def native_rows_ab(model: Any, step: Callable[[], object], repeat: int) -> dict[str, Any]:
-    """A one-token step with the one-row kernels (ours) vs the engine's linear kernel (baseline)."""
-    def side(use_native: bool) -> Callable[[], float]:
-        def run() -> float:
-            model.native_rows = use_native
-            try:
-                return fastest_ms(step, 10)
-            finally:
-                model.native_rows = True
-        return run
-
-    return ab({"ours": side(True), "baseline": side(False)}, repeat)
+def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
+    """`model`'s batch-1 decode step (one row at 400 positions) on the one-token path (ours) vs the general
+    layers (baseline)."""
+    return switch_ab(model, "one_token_path", one_row(model), 10, repeat)
 
 
 def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:

@@ -42,6 +42,16 @@ def sdpa_reference(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, me
     return out
 
 
+def assert_same_steps(ours: list[torch.Tensor], ours_cache: KVCache, theirs: list[torch.Tensor],
+                      theirs_cache: KVCache) -> None:
+    """Logits within 2e-5 and every cached K/V within 1e-5 of the reference path's."""
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, atol=2e-5, rtol=0)
+    for mine, reference in zip(ours_cache.keys + ours_cache.values, theirs_cache.keys + theirs_cache.values,
+                               strict=True):
+        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=0)
+
+
 # (kv_heads, groups, dim): SmolLM2 (3, 3, 64), Qwen3 (8, 2, 128), Qwen2.5-0.5B (2, 7, 64), an odd size with
 # no vector path (1, 1, 36), the most groups the kernel takes (1, 16, 16).
 SHAPES = [(3, 3, 64), (8, 2, 128), (2, 7, 64), (1, 1, 36), (1, 16, 16)]
@@ -123,7 +133,7 @@ def test_a_missing_compiler_is_named_and_the_engine_falls_back_to_sdpa(
     monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path))
     native._library.cache_clear()
     try:
-        assert not native.decode_attention_available()
+        assert not native.available()
         assert "native CPU kernels unavailable, using torch's" in capsys.readouterr().err
         loaded = TinyModel(architecture="llama", num_layers=2, max_positions=128).load()
         model = loaded.engine_model()
@@ -140,17 +150,17 @@ def test_native_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEDOJO_NATIVE", "0")
     native._library.cache_clear()
     try:
-        assert not native.decode_attention_available()
+        assert not native.available()
     finally:
         native._library.cache_clear()
     monkeypatch.delenv("CODEDOJO_NATIVE")
-    assert native.decode_attention_available()
+    assert native.available()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_the_kernel_shares_torchs_openmp_runtime() -> None:
     """One OpenMP runtime in the process: the kernel's threads are torch's pools, not a second set."""
-    assert native.decode_attention_available()
+    assert native.available()
     with open("/proc/self/maps") as maps:
         runtimes = {line.rpartition(" ")[2].strip() for line in maps if "libgomp" in line}
     assert len(runtimes) == 1, runtimes
@@ -183,11 +193,7 @@ def test_engine_steps_with_the_kernel_match_sdpa(architecture: str) -> None:
         theirs, theirs_cache = run(False)
     finally:
         model.native_attention = True
-    for mine, reference in zip(ours, theirs, strict=True):
-        torch.testing.assert_close(mine, reference, atol=2e-5, rtol=0)
-    for mine, reference in zip(ours_cache.keys + ours_cache.values, theirs_cache.keys + theirs_cache.values,
-                               strict=True):
-        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=0)
+    assert_same_steps(ours, ours_cache, theirs, theirs_cache)
 
 
 def test_bf16_engines_keep_sdpa() -> None:
@@ -299,8 +305,4 @@ def test_one_token_steps_on_the_one_row_kernels_match_the_engines_linear(archite
         theirs, theirs_cache = run(False)
     finally:
         model.native_rows = True
-    for mine, reference in zip(ours, theirs, strict=True):
-        torch.testing.assert_close(mine, reference, atol=2e-5, rtol=0)
-    for mine, reference in zip(ours_cache.keys + ours_cache.values, theirs_cache.keys + theirs_cache.values,
-                               strict=True):
-        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=0)
+    assert_same_steps(ours, ours_cache, theirs, theirs_cache)

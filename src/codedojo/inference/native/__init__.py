@@ -127,8 +127,6 @@ def available() -> bool:
     return _library() is not None
 
 
-decode_attention_available = available
-
 
 def supports(num_kv_heads: int, num_heads: int, head_dim: int) -> bool:
     """Whether the kernel handles a model of these attention sizes."""
@@ -141,11 +139,11 @@ def decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
 
     q, out: [num, kv_heads, groups, dim] fp32 contiguous; key_cache, value_cache: [rows, kv_heads, capacity,
     dim] fp32 contiguous; meta: [num, 2] int32 contiguous (cache row, length in 1..capacity). Callers check
-    `decode_attention_available()` and `supports(...)` first. Layouts are checked here and rows and lengths
+    `available()` and `supports(...)` first. Layouts are checked here and rows and lengths
     in the kernel, so a wrong argument raises instead of reading outside a tensor."""
     library = _library()
     if library is None:
-        raise RuntimeError("native decode attention is not available here (see decode_attention_available())")
+        raise RuntimeError("native decode attention is not available here (see available())")
     num, kv_heads, groups, dim = q.shape
     rows, capacity = key_cache.shape[0], key_cache.shape[2]
     for name, tensor, shape in (("q", q, q.shape), ("out", out, q.shape),
