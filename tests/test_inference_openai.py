@@ -5,6 +5,7 @@ routes with SGLang's response shapes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -18,11 +19,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from codedojo.inference import Completion, SamplingParams, TinyModel
+from codedojo.inference import Completion, LocalEngine, SamplingParams, TinyModel
 from codedojo.inference.engine import StreamedToken
 from codedojo.inference.errors import EngineClosedError
-from codedojo.inference.server import InferenceServer
+from codedojo.inference.scheduler import Scheduler
+from codedojo.inference.server import InferenceServer, serve
 from codedojo.inference.tool_calls import parse_tool_calls, prepare_messages
+from engine_gate import StepGate
 from test_inference_server import Server
 
 openai = pytest.importorskip("openai", reason="the openai SDK is in the dev extra: pip install -e '.[dev]'")
@@ -391,7 +394,7 @@ def run_mini(server: Server, tmp_path: Path) -> None:
 # ----- SGLang's surface ----------------------------------------------------------------------------------
 
 
-def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server, tokenizer, tmp_path: Path) -> None:
+def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server) -> None:
     async def run() -> dict[str, Any]:
         seen: dict[str, Any] = {}
         async with aiohttp.ClientSession() as http:
@@ -401,25 +404,6 @@ def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server, tokenizer
                     seen[route] = (response.status, await response.json())
             async with http.get(server.url + "/health_generate") as response:
                 seen["/health_generate"] = response.status
-            long = {"input_ids": [5, 6, 7], "rid": "slow-1",
-                    "sampling_params": {"max_new_tokens": 1900, "ignore_eos": True, "custom_params": {"k": 1}}}
-            task = asyncio.ensure_future(http.post(server.url + "/generate", json=long))
-            await asyncio.sleep(1.0)
-            async with http.post(server.url + "/abort_request", json={"rid": "slow-1"}) as response:
-                seen["/abort_request"] = response.status
-            async with await task as response:
-                seen["aborted"] = await response.json()
-            async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
-                seen["/pause_generation"] = await response.json()
-            paused = asyncio.ensure_future(http.post(server.url + "/generate", json={
-                "input_ids": [5], "sampling_params": {"max_new_tokens": 2}, "return_logprob": True,
-                "top_logprobs_num": 2}))
-            await asyncio.sleep(0.5)
-            seen["done_while_paused"] = paused.done()
-            async with http.post(server.url + "/continue_generation") as response:
-                seen["/continue_generation"] = await response.json()
-            async with await paused as response:
-                seen["after_continue"] = await response.json()
             async with http.post(server.url + "/flush_cache") as response:
                 seen["/flush_cache"] = (response.status, await response.text())
             async with http.get(server.url + "/stats") as response:
@@ -438,60 +422,165 @@ def test_sglang_admin_routes_answer_with_sglang_shapes(server: Server, tokenizer
     loads = seen["/v1/loads"][1]
     assert loads["dp_rank_count"] == 1 and {"num_running_reqs", "num_waiting_reqs", "token_usage"} <= set(
         loads["loads"][0]) and "total_running_reqs" in loads["aggregate"]
-    assert seen["/health_generate"] == 200 and seen["/abort_request"] == 200
-    aborted = seen["aborted"]["meta_info"]
-    assert aborted["finish_reason"]["type"] == "abort" and aborted["completion_tokens"] < 1900
-    assert aborted["id"] == "slow-1"
-    assert seen["/pause_generation"] == {"message": "Generation paused successfully.", "status": "ok"}
-    assert seen["done_while_paused"] is False
-    assert seen["/continue_generation"]["status"] == "ok"
-    meta = seen["after_continue"]["meta_info"]
-    assert len(meta["output_top_logprobs"]) == 2 and all(len(row) == 2 for row in meta["output_top_logprobs"])
+    assert seen["/health_generate"] == 200
     assert seen["/flush_cache"][0] == 200 and seen["stats"]["prefix_cache_entries"] == 0
 
 
-def test_while_paused_in_place_health_is_503_and_a_weight_update_is_refused(server: Server, tmp_path: Path) -> None:
-    TinyModel().load().hf_model().save_pretrained(tmp_path)
+# The abort and pause routes act on a request that is still running. A request raced against a sleep had
+# finished first on a fast CPU, so these run `serve` in this process on an engine behind a StepGate: the
+# request takes a step only when the test allows one or a command arrives (tests/engine_gate.py).
 
-    async def run() -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        async with aiohttp.ClientSession() as http:
-            async with http.get(server.url + "/stats") as response:
-                entries = (await response.json())["prefix_cache_entries"]
-            async with http.get(server.url + "/health_generate") as response:
-                seen["health"] = response.status
-            async with http.get(server.url + "/stats") as response:
-                seen["new_entries"] = (await response.json())["prefix_cache_entries"] - entries
-            long = {"input_ids": [5, 6, 7], "rid": "kept-1", "sampling_params": {"max_new_tokens": 1900,
-                                                                                "ignore_eos": True}}
-            task = asyncio.ensure_future(http.post(server.url + "/generate", json=long))
-            await asyncio.sleep(1.0)
-            async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
+LONG = {"max_new_tokens": 1900, "ignore_eos": True}
+HANG_GUARD_S = 30.0
+"""Only keeps a regression from hanging the suite: every answer awaited under it comes at once."""
+
+
+@contextlib.asynccontextmanager
+async def gated_serve(*, hold_limit_s: float) -> AsyncIterator[tuple[str, StepGate]]:
+    """`serve` (the app and handler settings of `codedojo serve`) on tiny-llama, behind a closed gate."""
+    engine = LocalEngine.from_spec("tiny-llama", seed=0)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.ensure_future(serve(engine, model_name="tiny-llama", host="127.0.0.1", port=0,
+                                          ready=ready.set_result))
+    try:
+        with StepGate(engine, hold_limit_s=hold_limit_s) as gate:
+            yield await asyncio.wait_for(ready, HANG_GUARD_S), gate
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await engine.close()
+
+
+async def abort_then_pause_and_continue(*, hold_limit_s: float = 60.0,
+                                        hang_guard_s: float = HANG_GUARD_S) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    timeout = aiohttp.ClientTimeout(total=hang_guard_s)
+    async with gated_serve(hold_limit_s=hold_limit_s) as (url, gate), aiohttp.ClientSession(timeout=timeout) as http:
+        long = {"input_ids": [5, 6, 7], "rid": "slow-1", "sampling_params": {**LONG, "custom_params": {"k": 1}}}
+        task = asyncio.ensure_future(http.post(url + "/generate", json=long))
+        gate.allow(2)
+        await gate.taken(2)  # prefilled and one token decoded: running, and held
+        async with http.post(url + "/abort_request", json={"rid": "slow-1"}) as response:
+            seen["/abort_request"] = response.status
+        async with await task as response:
+            seen["aborted"] = await response.json()
+        gate.open()  # from here only the pause holds the engine
+        async with http.post(url + "/pause_generation", json={"mode": "in_place"}) as response:
+            seen["/pause_generation"] = await response.json()
+        paused = asyncio.ensure_future(http.post(url + "/generate", json={
+            "input_ids": [5], "sampling_params": {"max_new_tokens": 2}, "return_logprob": True,
+            "top_logprobs_num": 2}))
+        stats: dict[str, Any] = {"waiting": 0, "running": 0}
+        deadline = time.monotonic() + hang_guard_s
+        while stats["waiting"] + stats["running"] == 0 and time.monotonic() < deadline:
+            async with http.get(url + "/stats") as response:  # until the engine holds the request
+                stats = await response.json()
+        steps = gate.steps
+        # The worker reads its commands, then steps if it may: an engine that steps while paused has
+        # stepped by the time it answers this second command.
+        async with http.get(url + "/stats") as response:
+            seen["held"] = await response.json()
+        seen["steps_while_paused"] = gate.steps - steps
+        seen["done_while_paused"] = paused.done()
+        async with http.post(url + "/continue_generation") as response:
+            seen["/continue_generation"] = await response.json()
+        async with await paused as response:
+            seen["after_continue"] = await response.json()
+    return seen
+
+
+def check_abort_pause_and_continue(seen: dict[str, Any]) -> None:
+    assert seen["/abort_request"] == 200
+    aborted = seen["aborted"].get("meta_info", {})
+    assert aborted.get("finish_reason", {}).get("type") == "abort", f"the abort did not end it: {seen['aborted']}"
+    assert aborted["id"] == "slow-1"
+    assert 2 <= aborted["completion_tokens"] <= 3  # its two allowed steps, and the one the abort let through
+    assert seen["/pause_generation"] == {"message": "Generation paused successfully.", "status": "ok"}
+    assert seen["held"]["waiting"] == 1, f"the request was not held waiting while paused: {seen['held']}"
+    assert seen["steps_while_paused"] == 0, "the engine stepped while paused"
+    assert seen["done_while_paused"] is False, "a request finished while paused"
+    assert seen["/continue_generation"]["status"] == "ok"
+    meta = seen["after_continue"]["meta_info"]
+    assert len(meta["output_top_logprobs"]) == 2 and all(len(row) == 2 for row in meta["output_top_logprobs"])
+
+
+def test_sglang_abort_pause_and_continue_act_on_running_requests() -> None:
+    check_abort_pause_and_continue(asyncio.run(abort_then_pause_and_continue()))
+
+
+async def refuse_an_update_while_paused_in_place(model_dir: Path, *, hold_limit_s: float = 60.0,
+                                                 hang_guard_s: float = HANG_GUARD_S) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    timeout = aiohttp.ClientTimeout(total=hang_guard_s)
+    async with gated_serve(hold_limit_s=hold_limit_s) as (url, gate), aiohttp.ClientSession(timeout=timeout) as http:
+        async with http.get(url + "/stats") as response:
+            entries = (await response.json())["prefix_cache_entries"]
+        gate.open()  # a health check generates a token: it needs its steps
+        async with http.get(url + "/health_generate") as response:
+            seen["health"] = response.status
+        gate.close()
+        async with http.get(url + "/stats") as response:
+            seen["new_entries"] = (await response.json())["prefix_cache_entries"] - entries
+        long = {"input_ids": [5, 6, 7], "rid": "kept-1", "sampling_params": LONG}
+        task = asyncio.ensure_future(http.post(url + "/generate", json=long))
+        steps = gate.steps + 2
+        gate.allow(2)
+        await gate.taken(steps)  # running, and held
+        async with http.post(url + "/pause_generation", json={"mode": "in_place"}) as response:
+            assert response.status == 200
+        try:
+            async with http.get(url + "/health_generate") as response:
+                seen["paused_health"] = response.status
+            async with http.post(url + "/update_weights_from_disk", json={"model_path": str(model_dir)}) as response:
+                seen["update"] = (response.status, await response.json())
+        finally:
+            async with http.post(url + "/continue_generation") as response:
                 assert response.status == 200
-            try:
-                # (the timeouts only keep a regression from hanging the suite: both answers come at once)
-                timeout = aiohttp.ClientTimeout(total=30)
-                async with http.get(server.url + "/health_generate", timeout=timeout) as response:
-                    seen["paused_health"] = response.status
-                update = {"model_path": str(tmp_path)}
-                async with http.post(server.url + "/update_weights_from_disk", json=update,
-                                     timeout=timeout) as response:
-                    seen["update"] = (response.status, await response.json())
-            finally:
-                async with http.post(server.url + "/continue_generation") as response:
-                    assert response.status == 200
-                async with http.post(server.url + "/abort_request", json={"rid": "kept-1"}) as response:
-                    assert response.status == 200
-                async with await task as response:
-                    seen["kept"] = await response.json()
-        return seen
+            async with http.post(url + "/abort_request", json={"rid": "kept-1"}) as response:
+                assert response.status == 200
+            async with await task as response:
+                seen["kept"] = await response.json()
+    return seen
 
-    seen = asyncio.run(run())
+
+def check_refused_update(seen: dict[str, Any]) -> None:
     assert seen["health"] == 200 and seen["new_entries"] == 0  # a health check leaves no cache entry behind
     assert seen["paused_health"] == 503
     status, body = seen["update"]
     assert status == 400 and "mode 'in_place'" in body["error"]["message"]
-    assert seen["kept"]["meta_info"]["finish_reason"]["type"] == "abort"
+    kept = seen["kept"]["meta_info"]
+    assert kept["finish_reason"]["type"] == "abort" and kept["completion_tokens"] < 1900
+
+
+def test_while_paused_in_place_health_is_503_and_a_weight_update_is_refused(tmp_path: Path) -> None:
+    TinyModel().load().hf_model().save_pretrained(tmp_path)
+    check_refused_update(asyncio.run(refuse_an_update_while_paused_in_place(tmp_path)))
+
+
+# The two tests above must go red when what they guard is broken, on any CPU: these break it and run them
+# (with short guards: a broken abort or pause leaves a request held, or an update waiting, until they fire).
+BROKEN = {"hold_limit_s": 2.0, "hang_guard_s": 5.0}
+
+
+def test_the_abort_test_fails_when_abort_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Scheduler, "abort", lambda self, *, rid=None: 0)
+    with pytest.raises(AssertionError, match="abort"):
+        check_abort_pause_and_continue(asyncio.run(abort_then_pause_and_continue(**BROKEN)))
+
+
+def test_the_pause_tests_fail_when_pause_does_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    apply = LocalEngine._apply
+
+    def ignore_pauses(self: LocalEngine, command: Any) -> Any:
+        return None if command.kind == "pause" else apply(self, command)
+
+    monkeypatch.setattr(LocalEngine, "_apply", ignore_pauses)
+    with pytest.raises(AssertionError, match="while paused"):
+        check_abort_pause_and_continue(asyncio.run(abort_then_pause_and_continue(**BROKEN)))
+    TinyModel().load().hf_model().save_pretrained(tmp_path)
+    with pytest.raises((AssertionError, TimeoutError)):
+        check_refused_update(asyncio.run(refuse_an_update_while_paused_in_place(tmp_path, **BROKEN)))
 
 
 def test_top_p_replay_ids_are_refused_by_name(server: Server) -> None:
