@@ -30,6 +30,12 @@ from typing import Any
 
 from tutorials.coding_agent.main import DATA_DIR, DATASET_ROOTS, make_recipe
 
+# The reference tutorial's training script imports its cluster settings from this module; they are
+# defined in main.py (which never imports this one) and re-exported here under the same names.
+from tutorials.coding_agent.main import DATA_VOLUME_NAME as DATA_VOLUME_NAME
+from tutorials.coding_agent.main import SLIME_GIT_REPOSITORY as SLIME_GIT_REPOSITORY
+from tutorials.coding_agent.main import SLIME_GIT_REVISION as SLIME_GIT_REVISION
+
 SPLIT_SEED = 0
 TRAIN_SPLIT_SIZES = (4, 100, 300, 1000)
 EVAL_SPLIT_FRACTION = 0.2
