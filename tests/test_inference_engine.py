@@ -1,5 +1,9 @@
 """The local engine on tiny random models: logprob exactness, seeds, KV reuse across turns, group prefix
-sharing, eviction, stops, weight updates, cancellation and clear errors."""
+sharing, eviction, stops, weight updates, cancellation and clear errors.
+
+Tests that act on a running request (a busy session, a cancellation, a weight update, a pause, a close) hold
+the engine's worker behind a StepGate (tests/engine_gate.py): the request has taken exactly the steps the
+test allowed when the command arrives, on any CPU, instead of however many fit in a sleep."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from codedojo.inference import (
     sequence_logprobs,
 )
 from codedojo.inference.specs import LoadedModel
+from engine_gate import StepGate
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
@@ -242,28 +247,36 @@ def test_bad_requests_get_clear_errors(engine: LocalEngine) -> None:
             await engine.generate([1, 100000], SamplingParams())
         with pytest.raises(UnknownSessionError, match="nope"):
             await engine.end_session("nope")
-        slow = asyncio.ensure_future(
-            engine.generate(prompt_of(10, seed=12), SamplingParams(max_new_tokens=200, ignore_eos=True), session_id="x")
-        )
-        await asyncio.sleep(0.05)
-        with pytest.raises(SessionBusyError):
-            await engine.generate(prompt_of(10, seed=12), SamplingParams(), session_id="x")
-        await slow
+        with StepGate(engine) as gate:
+            slow = asyncio.ensure_future(engine.generate(
+                prompt_of(10, seed=12), SamplingParams(max_new_tokens=200, ignore_eos=True), session_id="x"))
+            gate.allow(1)
+            await gate.taken(1)  # submitted and prefilled: session x has a request running, held
+            with pytest.raises(SessionBusyError):
+                await engine.generate(prompt_of(10, seed=12), SamplingParams(), session_id="x")
+            gate.open()
+            await slow
 
     asyncio.run(run())
 
 
 def test_cancelled_requests_free_their_row(engine: LocalEngine) -> None:
     async def run():
-        task = asyncio.ensure_future(
-            engine.generate(prompt_of(10, seed=13), SamplingParams(max_new_tokens=400, ignore_eos=True), session_id="c")
-        )
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # The session is usable again at once, and the engine serves others.
-        out = await engine.generate(prompt_of(10, seed=13), SamplingParams(max_new_tokens=3), session_id="c")
+        with StepGate(engine) as gate:
+            task = asyncio.ensure_future(engine.generate(
+                prompt_of(10, seed=13), SamplingParams(max_new_tokens=400, ignore_eos=True), session_id="c"))
+            gate.allow(2)
+            await gate.taken(2)  # two of its 400 tokens sampled, and held: the cancellation finds it running
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The session is usable again at once, and the engine serves others. The new request reaches the
+            # worker after at most one more step of the cancelled one (generate posts before it first waits).
+            again = asyncio.ensure_future(
+                engine.generate(prompt_of(10, seed=13), SamplingParams(max_new_tokens=3), session_id="c"))
+            await asyncio.sleep(0)  # a yield: `again` has posted its request
+            gate.open()
+            out = await again
         return out, await engine.stats()
 
     out, stats = asyncio.run(run())
@@ -293,22 +306,50 @@ def test_weight_update_bumps_version_and_drops_cached_kv(loaded: LoadedModel, hf
     assert_logprobs_exact(hf_new, history, after, 0.0)
 
 
-def test_weight_update_waits_for_running_requests_or_aborts_them(engine: LocalEngine, hf) -> None:
+async def update_while_running(engine: LocalEngine, state: dict[str, torch.Tensor]):
+    """An update that waits for a running request, then one that aborts it: each arrives when its request has
+    sampled 3 of its 300 tokens (two allowed steps, and the one the update's arrival lets through)."""
     long = SamplingParams(max_new_tokens=300, ignore_eos=True)
-
-    async def run():
+    with StepGate(engine) as gate:
         waited = asyncio.ensure_future(engine.generate(prompt_of(10, seed=15), long))
-        await asyncio.sleep(0.05)
-        await engine.update_weights(hf.state_dict())
+        gate.allow(2)
+        await gate.taken(2)
+        update = asyncio.ensure_future(engine.update_weights(state))
+        await gate.taken(3)  # no step was allowed: the update's arrival let this one through, so the worker has it
+        gate.open()
+        await update
         finished = waited.done()
+        gate.close()
+        steps = gate.steps
         aborted = asyncio.ensure_future(engine.generate(prompt_of(10, seed=16), long))
-        await asyncio.sleep(0.05)
-        await engine.update_weights(hf.state_dict(), abort_running=True)
-        return finished, await waited, await aborted
+        gate.allow(2)
+        await gate.taken(steps + 2)
+        await engine.update_weights(state, abort_running=True)
+    return finished, await waited, await aborted
 
-    finished, waited, aborted = asyncio.run(run())
-    assert finished and waited.finish_reason == "length" and waited.weight_version == 0
-    assert aborted.finish_reason == "abort" and len(aborted.token_ids) < 300
+
+def check_update_while_running(finished: bool, waited, aborted) -> None:
+    assert finished and waited.finish_reason == "length", f"the update did not wait for the request: {waited}"
+    assert waited.weight_version == 0
+    assert aborted.finish_reason == "abort" and len(aborted.token_ids) == 3
+
+
+def test_weight_update_waits_for_running_requests_or_aborts_them(engine: LocalEngine, hf) -> None:
+    check_update_while_running(*asyncio.run(update_while_running(engine, hf.state_dict())))
+
+
+def test_the_update_test_fails_when_an_update_does_not_wait(engine: LocalEngine, hf,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # A request raced against a sleep had finished before the update on a fast CPU: an update that never
+    # waited passed too. Behind the gate the request is running when the update comes, so this is red.
+    update = LocalEngine.update_weights
+
+    async def always_abort(self: LocalEngine, state, *, strict: bool = True, abort_running: bool = False) -> int:
+        return await update(self, state, strict=strict, abort_running=True)
+
+    monkeypatch.setattr(LocalEngine, "update_weights", always_abort)
+    with pytest.raises(AssertionError, match="did not wait"):
+        check_update_while_running(*asyncio.run(update_while_running(engine, hf.state_dict())))
 
 
 def test_weight_update_while_paused_in_place_fails_fast_or_aborts(engine: LocalEngine, hf) -> None:
@@ -316,21 +357,24 @@ def test_weight_update_while_paused_in_place_fails_fast_or_aborts(engine: LocalE
 
     async def run():
         # (wait_for only keeps a regression from hanging the suite: the answers come at once)
-        first = asyncio.ensure_future(engine.generate(prompt_of(10, seed=18), long))
-        await asyncio.sleep(0.05)
-        await engine.pause(mode="in_place")
-        with pytest.raises(InvalidRequestError, match="paused \\(mode 'in_place'\\)") as refused:
-            await asyncio.wait_for(engine.update_weights(hf.state_dict()), 30)
-        await engine.resume()
-        # An update already waiting for running rows is refused when a pause keeps them in place.
-        waiting = asyncio.ensure_future(engine.update_weights(hf.state_dict()))
-        await asyncio.sleep(0.01)
-        await engine.pause(mode="retract")
-        with pytest.raises(InvalidRequestError, match="retract"):
-            await asyncio.wait_for(waiting, 30)
-        version = await asyncio.wait_for(engine.update_weights(hf.state_dict(), abort_running=True), 30)
-        aborted = await asyncio.wait_for(first, 30)
-        await engine.resume()
+        with StepGate(engine) as gate:
+            first = asyncio.ensure_future(engine.generate(prompt_of(10, seed=18), long))
+            gate.allow(2)
+            await gate.taken(2)  # running, and held: the pause keeps a running request in place
+            await engine.pause(mode="in_place")
+            with pytest.raises(InvalidRequestError, match="paused \\(mode 'in_place'\\)") as refused:
+                await asyncio.wait_for(engine.update_weights(hf.state_dict()), 30)
+            await engine.resume()
+            # An update already waiting for running rows is refused when a pause keeps them in place.
+            steps = gate.steps
+            waiting = asyncio.ensure_future(engine.update_weights(hf.state_dict()))
+            await gate.taken(steps + 1)  # nothing allowed it: the update's arrival did, so the worker has it
+            await engine.pause(mode="retract")
+            with pytest.raises(InvalidRequestError, match="retract"):
+                await asyncio.wait_for(waiting, 30)
+            version = await asyncio.wait_for(engine.update_weights(hf.state_dict(), abort_running=True), 30)
+            aborted = await asyncio.wait_for(first, 30)
+            await engine.resume()
         after = await engine.generate(prompt_of(10, seed=19), SamplingParams(max_new_tokens=2))
         return refused.value, version, aborted, after
 
@@ -348,7 +392,8 @@ def test_many_concurrent_sessions(engine: LocalEngine, hf) -> None:
         for turn in range(3):
             out = await engine.generate(history, params, session_id=f"m{i}")
             history = history + list(out.token_ids) + [5 + turn]
-            await asyncio.sleep(0.001 * (i % 3))
+            for _ in range(i % 3):  # stagger the sessions' next turns by a few loop turns
+                await asyncio.sleep(0)
         return history, out
 
     async def run():
@@ -363,11 +408,12 @@ def test_close_fails_running_requests_and_refuses_new_ones(loaded: LoadedModel) 
     engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1 << 16)
 
     async def run():
-        running = asyncio.ensure_future(
-            engine.generate(prompt_of(10, seed=17), SamplingParams(max_new_tokens=450, ignore_eos=True))
-        )
-        await asyncio.sleep(0.05)
-        await engine.close()
+        with StepGate(engine) as gate:
+            running = asyncio.ensure_future(
+                engine.generate(prompt_of(10, seed=17), SamplingParams(max_new_tokens=450, ignore_eos=True)))
+            gate.allow(2)
+            await gate.taken(2)  # running, and held: the close finds it mid-generation
+            await engine.close()
         with pytest.raises(EngineClosedError, match="closed while the request ran"):
             await running
         with pytest.raises(EngineClosedError):
