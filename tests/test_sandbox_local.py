@@ -168,8 +168,9 @@ def test_a_killed_init_is_an_infrastructure_error(make_task: MakeTask) -> None:
         async with await LocalSandbox.start(task) as sb:
             assert sb._shell is not None and sb._shell.init_pid_host is not None
             os.kill(sb._shell.init_pid_host, 9)
-            await asyncio.sleep(0.1)
-            with pytest.raises(SandboxClosedError):
+            # bwrap exits when its PID 1 dies: once it has, the sandbox is dead, not merely dying.
+            await asyncio.wait_for(sb._shell._proc.wait(), 30)
+            with pytest.raises(SandboxClosedError, match="its init process is gone"):
                 await sb.exec("true")
 
     run(go())
@@ -237,13 +238,24 @@ def test_the_init_and_its_commands_are_inside_every_sandbox_cgroup(make_task: Ma
             if sb._cgroup is None:
                 pytest.skip("no cgroup v1 hierarchy on this host")
             assert sb._shell is not None and sb._shell.init_pid_host is not None
-            running = asyncio.create_task(sb.exec("sleep 1.5"))
-            await asyncio.sleep(0.7)
+            # The command says it has started, then waits on a FIFO until the test has looked.
+            running = asyncio.create_task(sb.exec("mkfifo /tmp/go && touch /tmp/started && read -r _ < /tmp/go"))
+            tmp = sb._mounts["/tmp"]
+            deadline = asyncio.get_running_loop().time() + 30
+            while not (tmp / "started").exists():  # a bounded poll: until the command runs
+                assert not running.done(), running.result()
+                assert asyncio.get_running_loop().time() < deadline, "the command did not start within 30 s"
+                await asyncio.sleep(0.01)
             commands = sb.command_pids()
             assert commands, "the running command is not in the sandbox's cgroup"
             for procs in sb._cgroup.procs_files:
                 members = {int(p) for p in Path(procs).read_text().split()}
                 assert {sb._shell.init_pid_host, *commands} <= members, procs
-            assert (await running).return_code == 0
+            go = os.open(tmp / "go", os.O_RDWR)  # O_RDWR: never blocks, and the line waits in the pipe
+            try:
+                os.write(go, b"go\n")
+                assert (await asyncio.wait_for(running, 30)).return_code == 0
+            finally:
+                os.close(go)
 
     run(go())
