@@ -168,6 +168,7 @@ def test_codedojo_only_fields_map_deliberately() -> None:
     ({"rollout_num_gpus": None}, "rollout_num_gpus must be set when not colocated"),
     ({"tensor_model_parallel_size": 1, "context_parallel_size": 1}, "sequence_parallel needs"),
     ({"lora_rank": 8}, "slime's Megatron backend trains full weights"),
+    ({"curriculum": {"tiers": ["guided", "warmup"]}}, "the tier curriculum is local-only"),
     ({"rollout_top_p": 0.9}, "rollout_top_p=0.9 < 1: slime then trains on the kept top-p token ids"),
     ({"conversion_tensor_model_parallel_size": None}, "no loadable weights"),
     ({"load": "/ckpt", "use_kl_loss": True, "kl_loss_coef": 0.01}, "a KL term needs ref_load"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from codedojo.config.dataset import AgentTaskDataset, DatasetConfig, task_row
 from codedojo.config.models import Qwen3_6_27B, SmolLM2_135M_Instruct
 from codedojo.config.recipe import (
+    CurriculumConfig,
     EvalConfig,
     EvalDataset,
     EvalDefaults,
@@ -20,6 +21,7 @@ from codedojo.config.train_config import TrainConfig
 __all__ = [
     "AgentTaskDataset",
     "BackendRequired",
+    "CurriculumConfig",
     "DatasetConfig",
     "EvalConfig",
     "EvalDataset",

@@ -109,6 +109,51 @@ class EvalConfig:
     """The held-out sets."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class CurriculumConfig:
+    """Draw training tasks from tiers (each task's `metadata.tier`), easiest first, with shares that move
+    with the model's pass rate. Every share starts on `tiers[0]` unless `start` says otherwise. After each
+    step, from the hardest tier down to the easiest (so a share moves at most one tier a step), a tier whose
+    rolling pass rate over its last `window` episodes (once it has `min_episodes`) has reached `promote_at`
+    hands `shift` of the whole share (at most what it holds) to the next tier; one at `retire_at` or above
+    hands over all it holds and is retired (it is solved nearly always: its groups teach GRPO nothing). Shares
+    only move towards harder tiers; the hardest tier keeps what it gets. Logged each step as
+    `curriculum/<tier>/share` and `curriculum/<tier>/pass_rate` (codedojo.train.curriculum)."""
+
+    tiers: tuple[str, ...]
+    """The tiers, easiest first, e.g. ("guided", "hinted", "warmup"); every training task must be in one."""
+    start: tuple[float, ...] | None = None
+    """Initial share of each tier (sums to 1); None: all on the first tier."""
+    promote_at: float = 0.5
+    """Rolling pass rate at which a tier starts handing its share to the next."""
+    retire_at: float = 0.9
+    """Rolling pass rate at which a tier hands over all of its share."""
+    shift: float = 0.25
+    """Share handed to the next tier per step."""
+    window: int = 32
+    """Episodes per tier in its rolling pass rate."""
+    min_episodes: int = 8
+    """Episodes a tier needs before its pass rate moves any share."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.tiers or len(set(self.tiers)) != len(self.tiers):
+            problems.append(f"tiers must be distinct and at least one, got {self.tiers!r}")
+        if self.start is not None and (len(self.start) != len(self.tiers) or any(x < 0 for x in self.start)
+                                       or abs(sum(self.start) - 1.0) > 1e-6):
+            problems.append(f"start must give a share >= 0 to each of the {len(self.tiers)} tiers, summing to 1, "
+                            f"got {self.start!r}")
+        if not 0 < self.promote_at <= self.retire_at <= 1:
+            problems.append(f"need 0 < promote_at <= retire_at <= 1, got {self.promote_at} and {self.retire_at}")
+        if not 0 < self.shift <= 1:
+            problems.append(f"shift must be in (0, 1], got {self.shift}")
+        if self.window < 1 or not 1 <= self.min_episodes <= self.window:
+            problems.append(f"need window >= 1 and 1 <= min_episodes <= window, got {self.window} and "
+                            f"{self.min_episodes}")
+        if problems:
+            raise RecordError("CurriculumConfig: " + "; ".join(problems))
+
+
 _ENV_FIELDS = {
     "ASYNC_RL_REWARD_SHAPE": ("reward_shape", str),
     "SLIME_AGENT_SANDBOX_CPU": ("sandbox_cpus", float),
@@ -199,6 +244,8 @@ class Recipe:
     """Tasks sampled per step before dynamic sampling keeps rollout_batch_size of them."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal (they carry no learning signal)."""
+    curriculum: CurriculumConfig | None = None
+    """Draw tasks from tiers with shares that follow the pass rate (local backend; None: uniformly)."""
 
     # --- optimisation ------------------------------------------------------------------------------
     global_batch_size: int | None = None

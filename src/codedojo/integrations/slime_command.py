@@ -81,6 +81,7 @@ MAPPED: dict[str, str] = {
     "max_tokens_per_gpu": "--use-dynamic-batch-size --max-tokens-per-gpu (token-budget packing, as locally)",
     "seed": "--seed (Megatron) and --rollout-seed (task sampling)",
     "lora_rank": "0 dropped; > 0 refused (no LoRA in slime's Megatron backend)",
+    "curriculum": "None dropped; set, refused (slime samples its prompt dataset uniformly)",
     "eval_config": f"written to {EVAL_CONFIG_FILE}, --eval-config; each dataset gets metadata_overrides.task_root",
     "extra_config": f"written to {EXTRA_CONFIG_FILE}, --custom-config-path",
     "custom_rollout_log_function": "--custom-rollout-log-function-path (module:function becomes module.function)",
@@ -249,7 +250,7 @@ def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict
         flags.add("custom_config_path", f"{files_dir}/{EXTRA_CONFIG_FILE}")
     elif name == "custom_rollout_log_function" and value:
         flags.add("custom_rollout_log_function_path", value.replace(":", "."))
-    # lora_rank (checked), sandbox_backend and sandbox_network (extra_config), async_mode (entry point),
+    # lora_rank and curriculum (checked), sandbox_backend and sandbox_network (extra_config), async_mode (entry point),
     # disable_grpo_std_normalization (with advantage_estimator) and the environment fields (job_environment)
     # need nothing here.
 
@@ -342,6 +343,9 @@ def check_recipe(recipe: Recipe, *, num_layers: int | None = None) -> tuple[list
         problems.append("eval_interval needs eval_config with at least one dataset")
     if r.lora_rank:
         problems.append("lora_rank > 0: slime's Megatron backend trains full weights (LoRA is local-only)")
+    if r.curriculum is not None:
+        problems.append("curriculum: slime samples its prompt dataset uniformly (the tier curriculum is local-only); "
+                        "train each tier's rows as a dataset of its own, or use the local backend")
     if r.rollout_top_p < 1.0:
         problems.append(f"rollout_top_p={r.rollout_top_p:g} < 1: slime then trains on the kept top-p token ids of "
                         "every step (rollout_top_p_token_ids), which codedojo's generate hook and `codedojo serve` do "

@@ -3,7 +3,8 @@
     policy        the trainable weights (all of them, or the LoRA adapters)
     optimizer     AdamW's moments and step counts
     scheduler     the learning-rate schedule's position
-    sampler       the task sampler's pass and position (`TaskSampler`)
+    sampler       the task sampler's pass and position (`TaskSampler`), or the curriculum's shares and
+                  rolling pass rates with each tier's pass and position (`CurriculumSampler`)
     shuffle_rng   the generator that orders samples into optimizer steps
     step          the next rollout to run
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
@@ -47,12 +49,22 @@ class TaskSampler:
             self.position += 1
         return picked
 
-    def state(self) -> dict[str, int]:
+    def state(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "position": self.position}
 
-    def restore(self, state: dict[str, int]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.epoch, self.position = state["epoch"], state["position"]
         self._shuffle()
+
+
+class Sampler(Protocol):
+    """What picks each step's tasks: `TaskSampler`, or `train.curriculum.CurriculumSampler`."""
+
+    def take(self, count: int) -> list[int]: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -62,7 +74,7 @@ class TrainState:
     policy: Policy
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    sampler: TaskSampler
+    sampler: Sampler
     shuffle_rng: random.Random
     step: int = 0
     """The next rollout to run (the number of steps trained)."""

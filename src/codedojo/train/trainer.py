@@ -35,13 +35,14 @@ from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
+from codedojo.train.curriculum import CurriculumSampler, tier_metrics
 from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
 from codedojo.train.rollout_metrics import rollout_metrics
 from codedojo.train.samples import TrainSample, build_batch, slime_sample
-from codedojo.train.state import TaskSampler, TrainState
+from codedojo.train.state import Sampler, TaskSampler, TrainState
 from codedojo.train.step import UpdateConfig, update
 from codedojo.trial.runner import TrialOptions
 
@@ -179,8 +180,7 @@ class LocalTrainer:
         optimizer = build_optimizer(policy.trainable_parameters(), self.update_config.optimizer)
         state = TrainState(policy=policy, optimizer=optimizer,
                            scheduler=build_scheduler(optimizer, self.update_config.optimizer),
-                           sampler=TaskSampler(num_tasks=len(self.tasks), seed=recipe.seed),
-                           shuffle_rng=random.Random(recipe.seed))
+                           sampler=self._sampler(), shuffle_rng=random.Random(recipe.seed))
         root = self._checkpoint_root()
         resumed_from = latest_checkpoint(root) if root is not None else None
         if resumed_from is not None:
@@ -192,6 +192,13 @@ class LocalTrainer:
         return _Run(state=state, engine=engine, loaded=loaded, metrics=metrics, trace=trace, hook=hook,
                     agent_config=agent_config_for(recipe, profile=self.profile),
                     rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"])
+
+    def _sampler(self) -> Sampler:
+        """Uniform passes over the tasks, or the recipe's tier curriculum."""
+        if self.recipe.curriculum is None:
+            return TaskSampler(num_tasks=len(self.tasks), seed=self.recipe.seed)
+        return CurriculumSampler(config=self.recipe.curriculum, task_tiers=[tier_of(t) for t in self.tasks],
+                                 seed=self.recipe.seed)
 
     async def _load(self) -> tuple[LoadedModel, Policy]:
         spec, recipe = resolve_model(self.model_spec), self.recipe
@@ -229,6 +236,9 @@ class LocalTrainer:
         records = [slime_sample(e, index=i) for i, e in enumerate(episodes)]
         samples, row = self._batch(episodes, records, rollout_seconds=rollout_seconds)
         state = run.state
+        if isinstance(state.sampler, CurriculumSampler):
+            row.update(state.sampler.record([(tier_of(e.request.task), e.reward) for e in episodes
+                                             if e.reward is not None]))
         with run.trace.span("train", step=step):
             row.update(await to_thread(update, state.policy, state.optimizer, state.scheduler, samples,
                                                self.update_config, rng=state.shuffle_rng))
@@ -252,6 +262,12 @@ class LocalTrainer:
                             max_groups=recipe.rollout_batch_size if recipe.over_sampling_batch_size else None)
         samples = batch.samples
         row: dict[str, Any] = rollout_metrics(records, prefix="rollout/")
+        groups: dict[int, list[Episode]] = {}
+        for e in episodes:
+            groups.setdefault(e.request.group, []).append(e)
+        if recipe.curriculum is not None or len({tier_of(e.request.task) for e in episodes}) > 1:
+            row.update(tier_metrics([(tier_of(g[0].request.task), [e.reward for e in g if e.reward is not None])
+                                     for g in groups.values()]))
         row.update({"perf/rollout_seconds": rollout_seconds,
                     "perf/rollout_sampled_tokens_per_sec": row["rollout/sampled_tokens"] / max(rollout_seconds, 1e-9),
                     "rollout/groups": float(batch.groups_total),
@@ -394,6 +410,12 @@ class LocalTrainer:
             f"loss {m.get('train/loss', 0.0):+.4f} clip {m.get('train/clip_frac', 0.0):.3f} "
             f"mismatch {m.get('train/train_rollout_logprob_abs_diff', 0.0):.2e} "
             f"({m['perf/rollout_seconds']:.0f}s rollout, {m.get('perf/train_seconds', 0.0):.0f}s train)")
+
+
+def tier_of(task: Task) -> str:
+    """A task's tier (`metadata.tier`), "untiered" when it has none."""
+    tier = task.config.metadata.get("tier")
+    return tier if isinstance(tier, str) and tier else "untiered"
 
 
 async def _free_memory(engine: Engine) -> None:
