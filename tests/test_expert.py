@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import re
 import subprocess
@@ -15,6 +16,7 @@ from codedojo.agent.expert import (
     demonstrations,
     edit_command,
     guided_replies,
+    line_variants,
     parse_diff,
     reference_edits,
 )
@@ -126,3 +128,68 @@ def test_a_demonstration_over_the_reply_budget_is_refused_naming_the_task() -> N
     assert "fix-greeting" in message and "24" in message
     assert caught.value.tasks == ["fix-greeting"]
 
+
+
+def test_tests_passed_reads_only_the_last_output() -> None:
+    from codedojo.agent.expert import _tests_passed
+
+    assert _tests_passed("...\nexit code 1\n/app/t.py:3: assert 1 == 2\n1 failed in 0.1s\n"
+                         "exit code 0\n12 passed in 0.2s")
+    assert not _tests_passed("exit code 0\n12 passed in 0.2s\n...\nexit code 0\n1 failed, 11 passed in 0.2s")
+    assert not _tests_passed("exit code 0\nE   SyntaxError: bad\n1 error in 0.1s")
+    assert not _tests_passed("exit code 0\n    12\tpassed = 3\n")
+
+
+@pytest.fixture(scope="module")
+def search_tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
+    from codedojo.cli import main
+
+    out = tmp_path_factory.mktemp("search")
+    for tier in ("hinted", "warmup"):
+        assert main(["tasks", "builtin", "--repo", "moneybox", "--per-repo", "9", "--tier", tier, "--workers", "1",
+                     "--out", str(out / tier)]) == 0
+    return [Task.load(p) for tier in ("hinted", "warmup") for p in sorted((out / tier).iterdir())]
+
+
+def test_search_demonstrations_try_wrong_edits_of_the_line_then_the_fix(search_tasks: list[Task]) -> None:
+    from codedojo.agent.expert import TEST_COMMAND
+
+    tokenizer = byte_level_tokenizer(chat_template=CHATML)
+    config = AgentConfig(max_steps=6, max_new_tokens=400, max_context_tokens=32000)
+    kept, counts = asyncio.run(demonstrations(search_tasks, tokenizer=tokenizer, per_task=4, seed=0,
+                                              agent_config=config))
+    assert counts["solved"] == counts["episodes"] == 4 * len(search_tasks) and len(search_tasks) == 6
+    tasks = {t.name: t for t in search_tasks}
+    wrong_attempts = 0
+    for trajectory in kept:
+        task = tasks[trajectory.episode_id.rsplit("-s", 1)[0]]
+        messages = trajectory.messages
+        replies = [m["content"] for m in messages if m["role"] == "assistant"]
+        outputs = [b["content"] for a, b in itertools.pairwise(messages) if a["role"] == "assistant"]
+        assert len(replies) <= 6 and replies[0].count("cat -n") == 1 and TEST_COMMAND in replies[0]
+        attempts = replies[1:-1]
+        assert attempts and all(TEST_COMMAND in a for a in attempts) and "COMPLETE_TASK" in replies[-1]
+        # every attempt but the last failed, and the last passed: the demonstration submits on the first pass
+        assert all("failed" in o or "error" in o for o in outputs[1:len(attempts)])
+        assert " passed in " in outputs[len(attempts)] and "failed" not in outputs[len(attempts)]
+        wrong_attempts += len(attempts) - 1
+        metadata = task.config.metadata
+        if metadata["tier"] == "hinted" and len(attempts) > 1:  # wrong edits of the hinted kind only
+            source = (task.environment_dir / "repo" / metadata["file"]).read_text()
+            allowed = line_variants(source, path=metadata["file"], line=metadata["line"], kinds=(metadata["bug_kind"],))
+            for attempt in attempts[:-1]:
+                written = re.search(r"c\\(.*)' ", attempt)
+                assert written and written.group(1) in allowed, attempt
+    assert wrong_attempts >= len(kept) // 2  # WRONG_ATTEMPTS' mean is 1.15 a demonstration
+
+
+def test_line_variants_are_the_one_mutation_rewrites_of_that_line() -> None:
+    source = "def f(a, b):\n    if a < b:\n        return a - 1\n    return b\n"
+    assert line_variants(source, path="m.py", line=2) == [
+        "    if a <= b:", "    if not a < b:", "    if b < b:", "    if a < a:"]
+    assert line_variants(source, path="m.py", line=2, kinds=("comparison_flip",)) == ["    if a <= b:"]
+    assert line_variants(source, path="m.py", line=3, kinds=("off_by_one", "wrong_operator")) == [
+        "        return a + 1", "        return a - 2", "        return a - 0"]
+    # nodes spanning other lines (the if statement) and a line outside the file give nothing
+    assert line_variants(source, path="m.py", line=9) == []
+    assert line_variants("x = (\n  1 + 2)\n", path="m.py", line=1) == []

@@ -2,15 +2,26 @@
 
 The expert learns the fix by running the task's reference solution in a sandbox and reading `git diff`
 (any task whose workdir is a git repository works). It then acts through the ordinary agent loop and a
-fresh sandbox: look at the code, sometimes reproduce the failure, edit with one shell command, rerun the
-failing tests, submit (on a guided task, whose statement gives the edit, one steady routine instead).
-Thoughts, command choices (sed or a python script, cat -n or sed -n or grep) and
-whether it reproduces first are drawn from a seeded generator, so the data is not one template. Its
-episodes are ordinary trajectories, verified by the task's own tests; only the solved ones are kept.
+fresh sandbox, in one of three routines:
+
+- guided tasks (the statement gives the edit): look at the line, write the statement's line, run the
+  suite, submit;
+- hinted and warm-up tasks (the statement names the line, not the fix): look at the line and its
+  neighbours and run the tests in one command, then edit the line and rerun the tests in one command per
+  attempt, as a person does who finds the fix by trial: first some plausible wrong edits of that line (lines
+  one mutation away from it, of the hinted kind when the statement names one; `line_variants`), each shown
+  failing, then the right one, then submit. It submits as soon as a run passes;
+- other tasks: look, sometimes reproduce the failure, edit with one shell command, rerun the failing
+  tests, submit.
+
+Thoughts, command choices and the number of wrong attempts are drawn from a seeded generator, so the data
+is not one template. Its episodes are ordinary trajectories, verified by the task's own tests; only the
+solved ones are kept.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import random
 import re
@@ -25,6 +36,7 @@ from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.protocol import Completion, SamplingParams
 from codedojo.sandbox import start_sandbox
+from codedojo.tasks.factory.mutations import apply_site, find_sites
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import OracleAgent
 from codedojo.trial.runner import TrialOptions, run_trial
@@ -173,7 +185,11 @@ _SUBMIT = ("The tests pass. Submitting.", "All fixed; submitting the change.", "
 
 
 def _reply(thought: str, command: str) -> str:
-    return f"{thought}\n```bash\n{command}\n```"
+    return f"{thought}\n{_command(command)}"
+
+
+def _command(command: str) -> str:
+    return f"```bash\n{command}\n```"
 
 
 _GUIDED_LOOK = ("The statement names line {line} of {path}. Let me see it.", "First I look at line {line} of {path}.",
@@ -200,10 +216,96 @@ def guided_replies(edits: Sequence[LineEdit], *, rng: random.Random) -> list[str
     return replies
 
 
-def expert_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random) -> list[str]:
-    """The expert's replies for one episode (`guided_replies` for a guided task)."""
-    if task.config.metadata.get("tier") == "guided":
+SEARCH_TIERS = ("hinted", "warmup")
+"""Tiers whose statement names the line but not the fix: the expert searches (`search_replies`)."""
+TEST_COMMAND = "python3 -B -m pytest -qx --tb=line | grep -E ': [aA-Z]|^E  |passed|failed|error'"
+"""The search routine's test run: the whole suite up to its first failure, shown as that failure's line
+with the compared values or the exception (`file.py:10: assert 2 == -2`), a syntax error's lines, and the
+counts (`1 failed, 3 passed`): what the next attempt needs, in a line or two. `-B` writes no bytecode:
+two edits of the same length within one second would otherwise run the first edit's cached module."""
+WRONG_ATTEMPTS = (0.35, 0.3, 0.2, 0.15)
+"""Probability of 0, 1, 2 or 3 wrong edits before the right one in a search demonstration."""
+
+_SEARCH_LOOK = ("Let me see line {line} of {path} and run the tests.", "First I read the code around line {line} "
+                "and run the tests.", "I look at line {line} and its neighbours, and at the failing test.")
+
+
+def line_variants(source: str, *, path: str, line: int, kinds: tuple[str, ...] | None = None) -> list[str]:
+    """The texts line `line` of `source` takes under one mutation (the task factory's operators) of a node
+    that lies on it alone (of `kinds`, default every kind): plausible wrong edits of that line, in site order,
+    each once. Sites address nodes in `ast.walk` order (codedojo.tasks.factory.mutations)."""
+    try:
+        nodes = list(ast.walk(ast.parse(source)))
+        sites = find_sites(source, path=path)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    if not 1 <= line <= len(lines):
+        return []
+    seen = {lines[line - 1]}
+    out: list[str] = []
+    for site in sites:
+        node = nodes[site.node_index]
+        if (kinds is not None and site.kind not in kinds) or getattr(node, "lineno", None) != line \
+                or getattr(node, "end_lineno", None) != line:
+            continue
+        mutant = apply_site(source, site=site)
+        mutated = mutant.source.splitlines() if mutant is not None else []
+        if len(mutated) != len(lines) or mutated[: line - 1] != lines[: line - 1] or mutated[line:] != lines[line:]:
+            continue
+        if mutated[line - 1] not in seen:
+            seen.add(mutated[line - 1])
+            out.append(mutated[line - 1])
+    return out
+
+
+def decoy_lines(task: Task, edit: LineEdit, *, rng: random.Random, count: int) -> list[str]:
+    """Up to `count` wrong rewrites of the line `edit` fixes: lines one mutation away from the buggy one (of
+    the task's bug kind on a hinted task), never the fix itself, read from the task's own repository."""
+    path = task.environment_dir / "repo" / edit.path
+    if count < 1 or len(edit.old) != 1 or len(edit.new) != 1 or not path.is_file():
+        return []
+    metadata = task.config.metadata
+    kind = metadata.get("bug_kind")
+    kinds = (kind,) if metadata.get("tier") == "hinted" and isinstance(kind, str) else None
+    fixed = edit.new[0].strip()
+    variants = [v for v in line_variants(path.read_text(encoding="utf-8"), path=edit.path, line=edit.start,
+                                         kinds=kinds) if v.strip() != fixed]
+    return rng.sample(variants, min(count, len(variants)))
+
+
+def search_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random, max_steps: int | None = None
+                   ) -> list[str]:
+    """The expert's replies for a hinted or warm-up task: look and test, wrong attempts, the fix, submit.
+    Attempts are whole-line rewrites (`Nc\\`) chained with `TEST_COMMAND`; the number of wrong ones is drawn
+    from `WRONG_ATTEMPTS` and kept within `max_steps` replies."""
+    first = edits[0]
+    path = shlex.quote(first.path)
+    fixes = sorted(edits, key=lambda e: (e.path, -e.start))  # bottom-up keeps earlier line numbers valid
+    room = 3 if max_steps is None else max(0, max_steps - 2 - len(fixes))
+    wanted = min(room, rng.choices(range(len(WRONG_ATTEMPTS)), weights=WRONG_ATTEMPTS)[0])
+    decoys = decoy_lines(task, first, rng=rng, count=wanted) if len(edits) == 1 else []
+    replies = [_reply(rng.choice(_SEARCH_LOOK).format(line=first.start, path=first.path),
+                      f"cat -n {path} | sed -n '{max(1, first.start - 3)},{first.start + 3}p'; {TEST_COMMAND}")]
+    # Attempts carry no thought: the line and the test command fill most of a small model's reply budget.
+    for line in decoys:
+        replies.append(_command(f"sed -i '{first.start}c\\{_sed_text([line])}' {path} && {TEST_COMMAND}"))
+    for i, edit in enumerate(fixes):
+        command = edit_command(edit, rng=rng, whole_lines=True)
+        replies.append(_command(command + (f" && {TEST_COMMAND}" if i == len(fixes) - 1 else "")))
+    replies.append(_reply(rng.choice(_SUBMIT), f"echo {SUBMIT_SENTINEL}"))
+    return replies
+
+
+def expert_replies(task: Task, edits: Sequence[LineEdit], *, rng: random.Random, max_steps: int | None = None
+                   ) -> list[str]:
+    """The expert's replies for one episode: `guided_replies` for a guided task, `search_replies` for a
+    hinted or warm-up one, else look, perhaps reproduce, edit, verify, submit."""
+    tier = task.config.metadata.get("tier")
+    if tier == "guided":
         return guided_replies(edits, rng=rng)
+    if tier in SEARCH_TIERS:
+        return search_replies(task, edits, rng=rng, max_steps=max_steps)
     first = edits[0]
     around = max(1, first.start - rng.randint(2, 6))
     look = rng.choice([
@@ -250,7 +352,7 @@ class ExpertPolicy(ScriptedPolicy):
         if session_id not in self._plans:
             task = self._task(session_id)
             rng = random.Random(f"{self._seed}:{session_id}")
-            plan = expert_replies(task, self._edits[task.name], rng=rng)
+            plan = expert_replies(task, self._edits[task.name], rng=rng, max_steps=self._max_steps)
             if self._max_steps is not None and len(plan) > self._max_steps:
                 self.over_budget[task.name] = f"{len(plan)} replies, over max_steps {self._max_steps}"
             self._plans[session_id] = plan
@@ -259,6 +361,11 @@ class ExpertPolicy(ScriptedPolicy):
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams, *,
                        session_id: str | None = None) -> Completion:
         turn = self._turn.get(session_id or "", 0)
+        if session_id is not None and turn > 1 and self._task(session_id).config.metadata.get("tier") in SEARCH_TIERS:
+            plan = self._plan(session_id)
+            if turn < len(plan) - 1 and _tests_passed(self.tokenizer.decode(list(prompt_ids[-160:]))):
+                self._turn[session_id] = len(plan) - 1  # a wrong attempt that passes is a fix: submit now
+                turn = len(plan) - 1
         completion = await super().generate(prompt_ids, params, session_id=session_id)
         if completion.finish_reason == "length" and session_id is not None:
             reply = self._plan(session_id)[min(turn, len(self._plan(session_id)) - 1)]
@@ -267,6 +374,17 @@ class ExpertPolicy(ScriptedPolicy):
                 self._task(session_id).name,
                 f"a reply of {tokens} tokens, over max_new_tokens {params.max_new_tokens}: {reply[:80]!r}")
         return completion
+
+
+_PASSED = re.compile(r"\b\d+ passed in ")
+_FAILED = re.compile(r"\b\d+ (failed|error)")
+
+
+def _tests_passed(tail: str) -> bool:
+    """Whether the last command output at the end of a conversation (`tail`) is a test run that passed."""
+    marker = max(tail.rfind("exit code"), tail.rfind("<returncode>"))
+    last = tail[marker:] if marker >= 0 else ""
+    return bool(_PASSED.search(last)) and not _FAILED.search(last)
 
 
 async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int, seed: int,
