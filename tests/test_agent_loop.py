@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial import EpisodeStatus, TrialOptions, TrialResult, run_trial
 from codedojo.trial.trajectory import Trajectory
 from conftest import MakeTask
+
+if TYPE_CHECKING:
+    from codedojo.sandbox.local import LocalSandbox
 
 SUBMIT = f"Done.\n```bash\necho {SUBMIT_SENTINEL}\n```"
 FIX_ADD = [
@@ -137,12 +141,14 @@ def test_the_context_budget_ends_the_episode(chatml: object) -> None:
 class _KillsTheSandbox(ScriptedPolicy):
     """Kills the sandbox's init process before its second reply: the sandbox dies mid-episode."""
 
-    sandbox_pid: int | None = None
+    sandbox: LocalSandbox | None = None
 
     async def generate(self, prompt_ids, params, *, session_id=None):  # type: ignore[no-untyped-def]
-        if self.calls == 1 and self.sandbox_pid is not None:
-            os.kill(self.sandbox_pid, 9)
-            await asyncio.sleep(0.1)
+        if self.calls == 1 and self.sandbox is not None:
+            shell = self.sandbox._shell
+            assert shell is not None and shell.init_pid_host is not None
+            os.kill(shell.init_pid_host, 9)
+            await asyncio.wait_for(shell._proc.wait(), 30)  # bwrap exits with its PID 1: the sandbox is dead
         return await super().generate(prompt_ids, params, session_id=session_id)
 
 
@@ -153,10 +159,8 @@ def test_a_sandbox_killed_mid_episode_is_an_infrastructure_failure(chatml: objec
     policy = _KillsTheSandbox(chatml, ["```bash\nls\n```", "```bash\necho world > hello.txt\n```", SUBMIT])
 
     async def factory(t: Task) -> LocalSandbox:
-        sandbox = await LocalSandbox.start(t)
-        assert sandbox._shell is not None
-        policy.sandbox_pid = sandbox._shell.init_pid_host
-        return sandbox
+        policy.sandbox = await LocalSandbox.start(t)
+        return policy.sandbox
 
     result = asyncio.run(run_trial(task, AgentLoop(policy), sandbox_factory=factory))
     assert result.status is EpisodeStatus.SANDBOX_ERROR
