@@ -112,11 +112,11 @@ def test_the_engine_frees_its_builders_pool_and_its_idle_workers(monkeypatch: py
         await engine.call(lambda scheduler: parallel_work())  # the worker's own pool
         busy = os_threads()
         await engine.generate([5, 6, 7], SamplingParams(max_new_tokens=4, ignore_eos=True, seed=0))
-        deadline = time.monotonic() + 5
-        while os_threads() >= busy and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while os_threads() >= busy and time.monotonic() < deadline:  # a bounded poll: until a thread goes
             await asyncio.sleep(0.02)
         idle = os_threads()
         await engine.close()
         return busy - idle
 
-    assert asyncio.run(serve()) >= 1  # idle, the worker dropped its helper thread
+    assert asyncio.run(serve()) >= 1, "idle for 30 s, the worker kept its helper threads"
