@@ -68,17 +68,26 @@ def test_evaluation_reports_pass_at_k_per_task() -> None:
 
 def test_caps_on_open_sandboxes_are_respected(monkeypatch: pytest.MonkeyPatch) -> None:
     open_now = peak = 0
+    two_open = asyncio.Event()
     real_start, real_close = LocalSandbox.start.__func__, LocalSandbox.close  # type: ignore[attr-defined]
 
     async def start(cls, task, *, limits=None):  # type: ignore[no-untyped-def]
         nonlocal open_now, peak
         open_now += 1
         peak = max(peak, open_now)
+        if open_now == 2:
+            two_open.set()
         return await real_start(cls, task, limits=limits)
 
     async def close(self):  # type: ignore[no-untyped-def]
         nonlocal open_now
         if not self._closed:
+            # No sandbox closes before a second one is open, so the cap of 2 is reached on any machine, not
+            # when episodes happen to overlap. With the cap working this returns at once; the 30 s only bound
+            # a cap that never lets two open (the peak of 1 then fails the test).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(two_open.wait(), 30)
+            two_open.set()
             open_now -= 1
         await real_close(self)
 
@@ -86,8 +95,8 @@ def test_caps_on_open_sandboxes_are_respected(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(LocalSandbox, "close", close)
     task = Task.load(examples_dir() / "hello-file")
     requests = [EpisodeRequest(task=task, group=0, sample=i) for i in range(6)]
-    slow = ["```bash\nsleep 0.3\n```", SUBMIT]
-    episodes = asyncio.run(run_episodes(requests, engine=ScriptedPolicy(TOKENIZER, slow), agent_config=AgentConfig(),
+    script = ["```bash\ntrue\n```", SUBMIT]
+    episodes = asyncio.run(run_episodes(requests, engine=ScriptedPolicy(TOKENIZER, script), agent_config=AgentConfig(),
                                         rollout=RolloutConfig(max_open_sandboxes=2)))
     assert len(episodes) == 6 and all(e.status == "submitted" for e in episodes)
     assert peak == 2
@@ -158,6 +167,13 @@ def test_the_paired_standard_error_matches_a_hand_computation() -> None:
     assert diff.tasks == 4
     assert diff.mean == pytest.approx(0.3125)
     assert diff.stderr == pytest.approx(0.239357 / 2, rel=1e-5)
+    assert diff.cluster_stderr is None and "cluster_stderr" not in diff.to_dict()
+    # clustered by repository (a, b in r1; c, d in r2): deviations from the mean sum to -0.125 and 0.125;
+    # sqrt(2 / 1 * (0.125^2 + 0.125^2)) / 4 tasks = 0.0625
+    clustered = paired_difference(before, after, cluster_of=lambda name: "r1" if name in "ab" else "r2")
+    assert clustered.mean == pytest.approx(0.3125) and clustered.stderr == diff.stderr
+    assert clustered.cluster_stderr == pytest.approx(0.0625) and clustered.clusters == 2
+    assert paired_difference(before, after, cluster_of=lambda name: "one").cluster_stderr is None
     with pytest.raises(ValueError, match="share no task"):
         paired_difference(report({"x": 1}), report({"y": 1}))
 
