@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from codedojo.sandbox import SandboxClosedError
+from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, discover_tasks, examples_dir
 from codedojo.trial import EpisodeStatus, NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
 from codedojo.trial.agents import AgentOutcome
@@ -107,11 +108,41 @@ def test_a_verifier_error_shows_the_end_of_test_sh_output(make_task: MakeTask) -
     assert silent.error is not None and silent.error.endswith("nor reward.txt (test.sh exited 0)")
 
 
+class _MovableClock(asyncio.SelectorEventLoop):
+    """An event loop whose clock the test moves forward: a timeout then fires when the test says, after what
+    it must come after, instead of wherever the machine's speed puts it."""
+
+    ahead = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.ahead
+
+
 def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
     test_sh = ("#!/bin/bash\n[ -f /app/started ] && echo 1 > /logs/verifier/reward.txt "
                "|| echo 0 > /logs/verifier/reward.txt\n")
-    slow = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\ntouch started\nsleep 60\n", agent_timeout=1.0)
-    result = trial(slow, OracleAgent())
+    slow = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\ntouch started\nsleep 600\n", agent_timeout=60.0)
+
+    async def time_out_after_the_work() -> TrialResult:
+        sandboxes: list[LocalSandbox] = []
+
+        async def factory(task: Task) -> LocalSandbox:
+            sandboxes.append(await LocalSandbox.start(task))
+            return sandboxes[-1]
+
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, _MovableClock)
+        running = asyncio.ensure_future(run_trial(slow, OracleAgent(), sandbox_factory=factory))
+        deadline = loop.time() + 20
+        while not (sandboxes and sandboxes[0]._host_path("/app/started", create_parents=False).exists()):
+            assert not running.done(), running.result()
+            assert loop.time() < deadline, "solve.sh did not touch /app/started within 20 s"
+            await asyncio.sleep(0.01)  # a bounded poll: until solve.sh has done its work
+        loop.ahead += 60.0  # now its 60 s budget is spent: the timeout falls mid-`sleep 600`, after the work
+        return await running
+
+    with asyncio.Runner(loop_factory=_MovableClock) as runner:
+        result = runner.run(time_out_after_the_work())
     assert result.status is EpisodeStatus.EPISODE_TIMEOUT and result.reward == 1.0 and result.solved
     failing = make_task(test_sh=test_sh, solve_sh="#!/bin/bash\nexit 4\n")
     result = trial(failing, OracleAgent())
@@ -120,8 +151,11 @@ def test_a_slow_or_failing_agent_is_still_verified(make_task: MakeTask) -> None:
 
 
 def test_the_timeout_multiplier_scales_task_timeouts(make_task: MakeTask) -> None:
+    # A 2 s solve.sh under a 1 s timeout: it always times out unscaled (it cannot finish sooner), and scaled
+    # a hundredfold it has 98 s to spare, a bound for a stuck machine rather than a duration guess.
     task = make_task(solve_sh="#!/bin/bash\nsleep 2\n", agent_timeout=1.0)
-    assert trial(task, OracleAgent(), timeout_multiplier=5.0).status is EpisodeStatus.SUBMITTED
+    assert trial(task, OracleAgent()).status is EpisodeStatus.EPISODE_TIMEOUT
+    assert trial(task, OracleAgent(), timeout_multiplier=100.0).status is EpisodeStatus.SUBMITTED
 
 
 def test_an_environment_that_cannot_start_is_a_sandbox_error(make_task: MakeTask) -> None:
