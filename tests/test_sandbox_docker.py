@@ -20,6 +20,7 @@ from conftest import DockerEngine, MakeTask
 
 docker = podman_support.docker_sdk()  # skipped without the SDK, failed under CI
 
+from codedojo.sandbox import docker as docker_sandbox  # noqa: E402
 from codedojo.sandbox import docker_host  # noqa: E402 (needs the SDK)
 from codedojo.sandbox.docker import DockerSandbox  # noqa: E402
 
@@ -213,25 +214,49 @@ def test_close_removes_the_container_and_is_idempotent(engine: docker.DockerClie
         engine.containers.get(container_id)
 
 
-def test_a_start_cancelled_at_any_point_leaves_no_container(engine: docker.DockerClient, make_task: MakeTask) -> None:
+def test_a_start_cancelled_at_any_point_leaves_no_container(engine: docker.DockerClient, make_task: MakeTask,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled before its first step, and during each blocking engine call it makes (each one counted, so
+    every point is hit on any machine, instead of wherever a list of delays happened to land)."""
     task = make_task()
     mine = {"label": f"{docker_host.OWNER}={docker_host.owner()}"}
+    in_thread = docker_sandbox._in_thread
+    calls, cancel_at = 0, -1
+    starting: asyncio.Future[DockerSandbox] | None = None
+
+    async def counted(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == cancel_at:
+            assert starting is not None
+            starting.cancel()  # while this call runs in its thread
+        return await in_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(docker_sandbox, "_in_thread", counted)
 
     async def go() -> None:
+        nonlocal calls, cancel_at, starting
         await (await DockerSandbox.start(task)).close()  # the image exists: starts are quick
-        for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
+        calls = 0
+        sandbox = await DockerSandbox.start(task)
+        points = calls
+        await sandbox.close()
+        for point in range(points + 1):
+            calls, cancel_at = 0, point
             starting = asyncio.ensure_future(DockerSandbox.start(task))
-            await asyncio.sleep(delay)
-            starting.cancel()
+            if point == 0:
+                starting.cancel()  # before its first step
             with contextlib.suppress(asyncio.CancelledError):
                 await (await starting).close()
-        for _ in range(300):  # a container created after the cancellation is removed when it appears
-            if not engine.containers.list(all=True, filters=mine):
-                return
+            assert starting.cancelled(), f"the start went on after a cancellation at blocking call {point}"
+        # A bounded poll: a container created after its start was cancelled is removed once it appears.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while engine.containers.list(all=True, filters=mine) and loop.time() < deadline:
             await asyncio.sleep(0.1)
 
     run(go())
-    assert engine.containers.list(all=True, filters=mine) == []
+    assert engine.containers.list(all=True, filters=mine) == [], "a cancelled start left a container behind"
 
 
 def test_a_container_removed_behind_its_back_is_an_infrastructure_error(engine: docker.DockerClient,

@@ -194,8 +194,10 @@ def test_killing_the_runner_does_not_let_a_process_escape(make_task: MakeTask) -
 
     async def go() -> None:
         async with await DockerSandbox.start(make_task()) as sb:
-            # Detach a sleeper from the command's output, then kill the shell that runs the command.
-            r = await sb.exec(f"setsid sleep {seconds} >/dev/null 2>&1 </dev/null & sleep 0.2; kill -9 $PPID",
+            # Detach a sleeper from the command's output, wait until it is `sleep` (setsid has exec'd it: a
+            # bounded poll, the command's 30 s timeout), then kill the shell that runs the command.
+            r = await sb.exec(f"setsid sleep {seconds} >/dev/null 2>&1 </dev/null & "
+                              "until grep -qa '^sleep' /proc/$!/cmdline; do sleep 0.01; done; kill -9 $PPID",
                               timeout_sec=30)
             assert not r.timed_out
             assert _host_processes_running(seconds) == []
@@ -209,7 +211,12 @@ def test_close_leaves_no_process_behind(make_task: MakeTask) -> None:
     async def go() -> None:
         sb = await DockerSandbox.start(make_task())
         exec_task = asyncio.ensure_future(sb.exec(f"sleep {seconds}", timeout_sec=600))
-        await asyncio.sleep(1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not _host_processes_running(seconds):  # a bounded poll: until the command runs
+            assert not exec_task.done(), exec_task.result()
+            assert loop.time() < deadline, "the command did not start within 60 s"
+            await asyncio.sleep(0.05)
         exec_task.cancel()  # an episode abandoned mid-command, as a cancelled rollout would be
         await sb.close()
 
