@@ -1,34 +1,33 @@
-"""Does training make the agent better? A pre-registered comparison on held-out repositories.
+"""Does the agent learn to find fixes? A pre-registered comparison on held-out repositories and fresh bugs.
 
-    .venv/bin/python bench/learning.py --out docs/results/learning [--tier guided] [--n 2] [--grpo-steps 12]
+    .venv/bin/python bench/learning.py --work /work/exp/learning4 --out docs/results/learning4
 
-Before anything runs, the plan is written to <work>/plan.json: the command, the git commit, the tier, the
-held-out repositories and task names, every seed, n, temperatures, budgets, stage settings and the test
-(GRPO - SFT on held-out pass@1 above twice its paired standard error). A rerun with a different plan in
-the same work folder is refused, naming the settings that differ: the figures always belong to the plan
-they were registered under.
+Tasks: the bundled suite's three curriculum tiers, which state the same bugs three ways: guided (the line and
+what it must become), hinted (the line and the kind of bug) and warm-up (the line only). The factory draws
+--per-repo bugs per repository, a third of them warm-up bugs that each tier restates. Training uses the
+training repositories' first --fresh-from draws (the bugs earlier plans trained on); evaluation uses the
+held-out repositories' draws from --fresh-from on: bugs no earlier plan evaluated or calibrated on (plans up
+to learning3 drew 51 per repository and evaluated on the first 51 of the held-out repositories). Probes
+(bench/curriculum_probe.py) calibrate on the training repositories' fresh draws, never on held-out ones.
 
-Stages, in this order (each resumable: a finished stage's output is reused when the script is run again,
-and GRPO continues from its last step's checkpoint):
-  1. tasks     the bundled tasks of --tier, split by repository: --held-out repositories are never trained on;
-               the warm-up restatement of the held-out bugs measures transfer
-  2. demos     the scripted expert's solved episodes on the training tasks (one each)
-  3. sft       supervised fine-tuning of the model on the demonstrations
-  4. grpo      GRPO from the SFT model on the training tasks (the main job's recipe: lr 1e-5, 4 tasks x 4
-               episodes per step; two optimizer steps of 8 episodes per rollout)
-  5. eval      pass@1 and pass@n of SFT and GRPO on the held-out tasks: the hypothesis's figures come first
-  6. rs        the rejection-sampling baseline at equal episodes: as many episodes of the SFT model on the
-               training tasks as GRPO rolled out, at GRPO's rollout temperature, then SFT from the SFT model
-               on the solved ones (what `codedojo sft --min-reward 1` does)
-  7. eval      pass@1 and pass@n of RS and base on the held-out tasks; SFT and GRPO on the held-out warm-up
-               tasks
-The defaults are the calibration's (docs/results/guided-calibration.json: SFT pass@1 0.30 at the rollout
-temperature on the guided tier): 102 held-out tasks x n=2, 102 training tasks. On the project's 2-core CPU
-without native bf16 that is about five hours (SFT ~30 min, 12 GRPO steps ~1 h, the evaluations ~2.5 h).
+Arms, each from SmolLM2-135M-Instruct, in stages that are each reused when their output exists:
+  guided_grpo  today's recipe (learning3): SFT on the expert's guided demonstrations, GRPO on the guided tasks
+  cur_sft      SFT on the expert's demonstrations of every tier (on hinted and warm-up tasks the expert
+               searches: it tries wrong rewrites of the line before the fix, each with a test run)
+  cur_grpo     GRPO from cur_sft on every tier, drawn by the tier curriculum (CurriculumConfig)
+  cur_rs       rejection sampling at equal episodes from the same start: cur_sft rolled out on exactly the
+               tasks cur_grpo rolled out, as many times, then SFT from cur_sft on the solved episodes
+Every arm is evaluated on the held-out warm-up and hinted tasks; cur_grpo and guided_grpo on the held-out
+guided tasks too: --n episodes per task at --eval-temperature. The figures the hypotheses test come first.
 
-Writes <out>/learning.json (the plan, each figure with its standard error over tasks, the paired differences
-GRPO - SFT, GRPO - RS and RS - SFT with their standard errors, stage wall times, the reward curve) and
-<out>/learning.png.
+Before any stage runs, the plan (hypotheses, command, git commit, every setting and seed, every task name) is
+written to <work>/plan.json; a rerun with other settings in the same folder is refused. An evaluation runs
+only at the plan's commit with a clean tree (src/, bench/), or at a commit that <work>/plan_log.json states
+harmless (`{"commits": {"<sha>": "why this diff cannot change a figure"}}`).
+
+Writes <out>/learning.json (every figure with its standard error, paired differences with standard errors
+over tasks and clustered by repository, the curriculum's per-step shares and pass rates, stage times),
+<out>/learning.png, the per-task evaluations and GRPO metrics, and <out>/trajectories/<eval>.tar.gz.
 """
 
 from __future__ import annotations
@@ -37,12 +36,13 @@ import argparse
 import asyncio
 import hashlib
 import json
-import math
 import os
 import shlex
 import subprocess
 import sys
+import tarfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from codedojo.agent.evaluation import EvalReport, TaskScore, evaluate, paired_di
 from codedojo.agent.expert import demonstrations
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import RolloutConfig
-from codedojo.config import AgentTaskDataset, ExtraConfig, SmolLM2_Recipe, TrainConfig
+from codedojo.config import AgentTaskDataset, CurriculumConfig, ExtraConfig, SmolLM2_Recipe, TrainConfig
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import HFFolder, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory
@@ -64,45 +64,60 @@ from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
 
 HELD_OUT = ("moneybox", "planegeo", "textkit", "unitconv", "routegraph", "iniconf")
 MODEL = "smollm2-135m-instruct"
-HYPOTHESIS = ("GRPO from the SFT model raises held-out pass@1 over the SFT model by more than twice the paired "
-              "standard error of the difference (grpo_minus_sft.mean > 2 * grpo_minus_sft.stderr)")
+TIERS = ("guided", "hinted", "warmup")
+GUIDED_BEFORE = 0.750
+"""Held-out guided pass@1 of learning3's GRPO model (docs/results/learning3), the level H3 must keep."""
+HYPOTHESES = {
+    "H1": "warm-up, held out: cur_grpo pass@1 >= 0.20, and cur_grpo - guided_grpo > 2 paired standard errors",
+    "H2": "hinted, held out: cur_grpo - cur_rs > 2 paired standard errors (GRPO ahead of rejection sampling at "
+          "equal episodes from the same start)",
+    "H3": f"guided, held out: cur_grpo pass@1 >= {GUIDED_BEFORE} - 1 standard error (no regression below "
+          "learning3's GRPO model)",
+}
+EVALS = (("cur_grpo", "warmup"), ("guided_grpo", "warmup"), ("cur_rs", "hinted"), ("cur_grpo", "hinted"),
+         ("cur_grpo", "guided"), ("cur_sft", "warmup"), ("cur_sft", "hinted"), ("cur_rs", "warmup"),
+         ("guided_grpo", "hinted"), ("guided_grpo", "guided"))
+"""Every (arm, held-out tier) evaluation, in the order they run: the hypotheses' figures first."""
 
 
 class PlanMismatch(SystemExit):
-    """The work folder holds results registered under another plan."""
+    """The work folder holds results registered under another plan, or the code is not the plan's."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/learning"))
-    parser.add_argument("--work", type=Path, default=Path("runs/learning"), help="intermediate files and the plan")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/learning4"))
+    parser.add_argument("--work", type=Path, default=Path("runs/learning4"), help="intermediate files and the plan")
     parser.add_argument("--model", default=MODEL)
-    parser.add_argument("--tier", default="guided", help="the tier trained and evaluated on")
-    parser.add_argument("--per-repo", type=int, default=51,
-                        help="factory draws per repository (a third are warm-up bugs, which each tier restates: "
-                             "51 gives 17 tasks per repository and tier)")
+    parser.add_argument("--per-repo", type=int, default=102, help="factory draws per repository")
+    parser.add_argument("--fresh-from", type=int, default=51,
+                        help="draws from this index on are fresh: held-out tasks come from them, training from "
+                             "the draws before it")
     parser.add_argument("--held-out", default=",".join(HELD_OUT), help="comma-separated held-out repositories")
     parser.add_argument("--tasks", type=Path, default=None,
-                        help="use these task folders instead of the bundled suite (split by the held-out "
-                             "repositories' names; no transfer stage)")
+                        help="task folders instead of the bundled suite (tests): tiers from metadata, split by "
+                             "the held-out repositories' names, no index rule")
     parser.add_argument("--n", type=int, default=2, help="eval episodes per held-out task")
     parser.add_argument("--eval-temperature", type=float, default=0.6)
     parser.add_argument("--sft-epochs", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=1.5e-4)
     parser.add_argument("--sft-batch", type=int, default=4)
     parser.add_argument("--grpo-steps", type=int, default=12)
-    parser.add_argument("--grpo-lr", type=float, default=SmolLM2_Recipe().lr, help="the main job's recipe value")
-    parser.add_argument("--global-batch-size", type=int, default=8,
-                        help="samples per optimizer step: 8 of a step's 16 episodes gives two updates per rollout")
-    parser.add_argument("--rollout-batch-size", type=int, default=4)
-    parser.add_argument("--n-samples", type=int, default=4)
-    parser.add_argument("--over-sampling", type=int, default=None,
-                        help="tasks rolled out per GRPO step, of which the first --rollout-batch-size groups that "
-                             "carry a signal are trained on (the recipe's over_sampling_batch_size; default: none)")
-    parser.add_argument("--dynamic-sampling", action="store_true",
-                        help="drop GRPO groups whose rewards are all equal before training (the recipe's field)")
-    parser.add_argument("--lr-warmup", type=int, default=0, help="GRPO optimizer steps of linear learning-rate warm-up")
+    parser.add_argument("--grpo-lr", type=float, default=2e-5)
+    parser.add_argument("--lr-warmup", type=int, default=4, help="GRPO optimizer steps of linear warm-up")
+    parser.add_argument("--global-batch-size", type=int, default=16)
+    parser.add_argument("--rollout-batch-size", type=int, default=8, help="groups trained on per GRPO step")
+    parser.add_argument("--over-sampling", type=int, default=16, help="tasks rolled out per GRPO step")
+    parser.add_argument("--n-samples", type=int, default=4, help="episodes per task in a GRPO step")
+    parser.add_argument("--no-dynamic-sampling", dest="dynamic_sampling", action="store_false",
+                        help="train on groups whose rewards are all equal too")
     parser.add_argument("--rollout-temperature", type=float, default=SmolLM2_Recipe().rollout_temperature)
+    parser.add_argument("--curriculum-start", default="1,0,0", help="initial shares of guided, hinted, warm-up")
+    parser.add_argument("--promote-at", type=float, default=0.5)
+    parser.add_argument("--retire-at", type=float, default=0.9)
+    parser.add_argument("--shift", type=float, default=0.25)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--min-episodes", type=int, default=16)
     parser.add_argument("--rs-epochs", type=int, default=1)
     small = profile_budget("small")  # the budget every stage shares (codedojo.agent.budget)
     parser.add_argument("--max-steps", type=int, default=small.max_steps)
@@ -114,13 +129,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def git_commit() -> str | None:
+def git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+        out = subprocess.run(["git", *args], capture_output=True, text=True, check=True,
                              cwd=Path(__file__).resolve().parent)
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
+
+
+def git_commit() -> str | None:
+    return git("rev-parse", "HEAD")
 
 
 def plan_seeds(seed: int) -> dict[str, int]:
@@ -128,28 +147,67 @@ def plan_seeds(seed: int) -> dict[str, int]:
     return {"demos": seed, "sft": seed, "grpo": seed, "rs_sampling": seed + 1, "rs_sft": seed, "eval": seed + 7}
 
 
-def make_plan(args: argparse.Namespace, *, train: list[Task], held_out: list[Task],
-              transfer: list[Task]) -> dict[str, Any]:
-    seeds = plan_seeds(args.seed)
+def curriculum(args: argparse.Namespace) -> CurriculumConfig:
+    return CurriculumConfig(tiers=TIERS, start=tuple(float(x) for x in args.curriculum_start.split(",")),
+                            promote_at=args.promote_at, retire_at=args.retire_at, shift=args.shift,
+                            window=args.window, min_episodes=args.min_episodes)
+
+
+# ----- tasks ------------------------------------------------------------------------------------------------
+
+
+def draw_index(task: Task) -> int:
+    """The factory's draw index of a bundled task (`<repo>-<index>-<tier>`)."""
+    return int(task.name.split("-")[-2])
+
+
+def repository(name: str) -> str:
+    return name.split("-")[0]
+
+
+def build_tasks(args: argparse.Namespace, console: Console) -> tuple[dict[str, list[Task]], dict[str, list[Task]],
+                                                                    dict[str, list[Task]]]:
+    """Per tier: training tasks, held-out tasks and calibration tasks (training repositories, fresh draws)."""
+    held = tuple(r for r in args.held_out.split(",") if r)
+    train: dict[str, list[Task]] = {}
+    held_out: dict[str, list[Task]] = {}
+    calibration: dict[str, list[Task]] = {}
+    if args.tasks is not None:
+        pool, evaluation = split_by_repository(discover_tasks([args.tasks]), held_out=held)
+        for tier in TIERS:
+            train[tier] = [t for t in pool if t.config.metadata.get("tier") == tier]
+            held_out[tier] = [t for t in evaluation if t.config.metadata.get("tier") == tier]
+            calibration[tier] = []
+    else:
+        for tier in TIERS:
+            suite = builtin_suite(console=console, tier=tier, per_repo=args.per_repo)
+            pool, evaluation = split_by_repository(discover_tasks([suite]), held_out=held)
+            train[tier] = [t for t in pool if draw_index(t) < args.fresh_from]
+            calibration[tier] = [t for t in pool if draw_index(t) >= args.fresh_from]
+            held_out[tier] = [t for t in evaluation if draw_index(t) >= args.fresh_from]
+    if not train["guided"] or not any(held_out.values()):
+        raise SystemExit(f"{sum(map(len, train.values()))} training and {sum(map(len, held_out.values()))} held-out "
+                         f"tasks: need both (held-out repositories: {', '.join(held)})")
+    return train, held_out, calibration
+
+
+# ----- the plan ----------------------------------------------------------------------------------------------
+
+
+def make_plan(args: argparse.Namespace, *, train: dict[str, list[Task]], held_out: dict[str, list[Task]]
+              ) -> dict[str, Any]:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
                 if k not in ("out", "work", "device", "concurrency")}
     return {
-        "hypothesis": HYPOTHESIS,
+        "hypotheses": HYPOTHESES,
         "command": "python bench/learning.py " + shlex.join(sys.argv[1:]),
         "git_commit": git_commit(),
         "settings": settings,
-        "seeds": seeds,
-        "rs_episodes": grpo_episodes(args),
-        "training_tasks": sorted(t.name for t in train),
-        "held_out_tasks": sorted(t.name for t in held_out),
-        "transfer_tasks": sorted(t.name for t in transfer),
+        "seeds": plan_seeds(args.seed),
+        "evaluations": [f"{arm}/{tier}" for arm, tier in EVALS],
+        "training_tasks": {tier: sorted(t.name for t in tasks) for tier, tasks in train.items()},
+        "held_out_tasks": {tier: sorted(t.name for t in tasks) for tier, tasks in held_out.items()},
     }
-
-
-def grpo_episodes(args: argparse.Namespace) -> int:
-    """The episodes GRPO rolls out over the plan (over-sampled tasks included): what the rejection-sampling
-    baseline gets to match."""
-    return args.grpo_steps * (args.over_sampling or args.rollout_batch_size) * args.n_samples
 
 
 def register(plan: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -163,13 +221,34 @@ def register(plan: dict[str, Any], work: Path) -> dict[str, Any]:
             differ = sorted(k for k in body.keys() | mine.keys() if body.get(k) != mine.get(k))
             raise PlanMismatch(f"{path} registers another plan (differs in: {', '.join(differ)}); use a new --work "
                                "folder for a new plan")
-        return registered
+        return dict(registered)
     text = json.dumps(plan, sort_keys=True)
     registered = {**plan, "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "sha256": hashlib.sha256(text.encode()).hexdigest()}
     work.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(registered, indent=2))
     return registered
+
+
+def check_code(plan: dict[str, Any], work: Path) -> str | None:
+    """None when this checkout may evaluate under the plan, else why not: the plan's commit with a clean src/
+    and bench/, or a commit that <work>/plan_log.json states harmless."""
+    head, registered = git_commit(), plan.get("git_commit")
+    if head is None or registered is None:
+        return None  # not a git checkout (tests): nothing to compare
+    log = work / "plan_log.json"
+    harmless = json.loads(log.read_text()).get("commits", {}) if log.is_file() else {}
+    if head != registered and head not in harmless:
+        return (f"the plan was registered at {registered[:10]} and this checkout is at {head[:10]}: run from a "
+                f"worktree at the plan's commit, or state in {log} why `git diff {registered[:10]} {head[:10]}` "
+                "cannot change a figure (\"commits\": {\"<sha>\": \"reason\"})")
+    dirty = git("status", "--porcelain", "--", "src", "bench")
+    if dirty:
+        return f"src/ or bench/ has uncommitted changes: {dirty.splitlines()[:3]}"
+    return None
+
+
+# ----- stages --------------------------------------------------------------------------------------------------
 
 
 def agent_config(args: argparse.Namespace, *, temperature: float) -> AgentConfig:
@@ -182,17 +261,16 @@ def agent_config(args: argparse.Namespace, *, temperature: float) -> AgentConfig
 
 def run_eval(model: Any, tasks: list[Task], *, args: argparse.Namespace, n: int, temperature: float, seed: int,
              out: Path, console: Console) -> dict[str, Any]:
-    """An evaluation's report as a dict (cached in `out`; trajectories beside it)."""
+    """An evaluation's report as a dict (cached in `out`; trajectories beside it, resumable)."""
     if out.is_file():
-        return json.loads(out.read_text())
+        return dict(json.loads(out.read_text()))
 
     async def go() -> EvalReport:
         engine = await open_engine(model, device=args.device)
         try:
             return await evaluate(tasks, engine=engine, n=n, agent_config=agent_config(args, temperature=temperature),
                                   rollout=RolloutConfig(max_open_sandboxes=args.concurrency), seed=seed,
-                                  trajectory_dir=out.with_suffix(""), model=str(model),
-                                  console=console)
+                                  trajectory_dir=out.with_suffix(""), model=str(model), console=console)
         finally:
             await engine.close()
 
@@ -200,6 +278,80 @@ def run_eval(model: Any, tasks: list[Task], *, args: argparse.Namespace, n: int,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))
     return data
+
+
+def make_demos(args: argparse.Namespace, tasks: list[Task], folder: Path, *, seed: int) -> None:
+    """The expert's solved demonstrations of `tasks` in `folder` (one each), unless there already."""
+    if (folder / ".complete").is_file():
+        return
+    tokenizer = resolve_model(args.model).load_tokenizer()
+    _, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=seed,
+                                           agent_config=agent_config(args, temperature=1.0), out_dir=folder,
+                                           concurrency=4))
+    if not counts["solved"]:
+        raise SystemExit(f"the expert solved none of the {len(tasks)} tasks: {counts}")
+    (folder / ".complete").write_text(json.dumps(counts))
+
+
+def make_sft(args: argparse.Namespace, model: Any, trajectories: Any, folder: Path, *, seed: int,
+             console: Console) -> HFFolder:
+    """SFT of `model` on `trajectories` into folder/final, unless there already."""
+    if not (folder / "final" / "config.json").is_file():
+        run_sft(model=model, trajectories=trajectories, device=args.device, out_dir=folder,
+                config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch, seed=seed),
+                console=console)
+    return HFFolder(path=str(folder / "final"))
+
+
+def make_grpo(args: argparse.Namespace, tasks: list[Task], model: Any, run_dir: Path, *, seed: int,
+              with_curriculum: bool) -> HFFolder:
+    """GRPO from `model` on `tasks` into run_dir/final (resumes from its last checkpoint), unless there already."""
+    if not (run_dir / "final" / "config.json").is_file():
+        recipe = SmolLM2_Recipe(
+            num_rollout=args.grpo_steps, rollout_batch_size=args.rollout_batch_size,
+            n_samples_per_prompt=args.n_samples, lr=args.grpo_lr, global_batch_size=args.global_batch_size,
+            over_sampling_batch_size=args.over_sampling, dynamic_sampling=args.dynamic_sampling,
+            lr_warmup_iters=args.lr_warmup, rollout_max_response_len=args.max_new_tokens,
+            rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
+            max_open_sandboxes=args.concurrency, seed=seed, save="checkpoints", save_interval=args.grpo_steps,
+            curriculum=curriculum(args) if with_curriculum else None,
+            extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
+        dataset = AgentTaskDataset(write_dataset(tasks, run_dir.parent / f"{run_dir.name}.jsonl"))
+        TrainConfig(model=model, dataset=dataset, recipe=recipe, run_dir=run_dir, device=args.device).launch()
+    return HFFolder(path=str(run_dir / "final"))
+
+
+def rolled_out(run_dir: Path) -> Counter[str]:
+    """How many episodes of each task a GRPO run rolled out (its per-step episode files)."""
+    counts: Counter[str] = Counter()
+    for path in sorted((run_dir / "episodes").glob("step_*.jsonl")):
+        counts.update(json.loads(line)["task"] for line in path.read_text().splitlines() if line.strip())
+    return counts
+
+
+def make_rs(args: argparse.Namespace, tasks: list[Task], start: HFFolder, grpo_dir: Path, *, seeds: dict[str, int],
+            console: Console) -> tuple[Any, dict[str, Any]]:
+    """Rejection sampling at equal episodes: `start` rolled out on the tasks GRPO rolled out, as often, at GRPO's
+    temperature; then SFT from `start` on the solved episodes (the start itself when none was solved)."""
+    work = args.work
+    counts = rolled_out(grpo_dir)
+    by_name = {t.name: t for t in tasks}
+    per_count: dict[int, list[Task]] = {}
+    for name, count in sorted(counts.items()):
+        per_count.setdefault(count, []).append(by_name[name])
+    sampled: dict[str, Any] = {"episodes": sum(counts.values()), "tasks": len(counts), "solved": 0}
+    for count, group in sorted(per_count.items()):
+        report = run_eval(start, group, args=args, n=count, temperature=args.rollout_temperature,
+                          seed=seeds["rs_sampling"] + count, out=work / f"rs_sampling_n{count}.json", console=console)
+        sampled["solved"] += sum(t["solved"] for t in report["per_task"])
+    folders = [work / f"rs_sampling_n{count}" for count in per_count]
+    solved = load_trajectories(folders, min_reward=1.0)
+    if not solved:
+        return start, sampled
+    return make_sft(args, start, solved, work / "rs", seed=seeds["rs_sft"], console=console), sampled
+
+
+# ----- figures --------------------------------------------------------------------------------------------------
 
 
 def report_of(data: dict[str, Any]) -> EvalReport:
@@ -216,186 +368,150 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    d = paired_difference(report_of(before), report_of(after))
-    exceeds = d.stderr is not None and d.mean > 2 * d.stderr
-    return {**d.to_dict(), "exceeds_2_stderr": exceeds}
+    """after - before, paired over tasks, with its standard error and the one clustered by repository."""
+    d = paired_difference(report_of(before), report_of(after), cluster_of=repository)
+    return {**d.to_dict(), "exceeds_2_stderr": d.stderr is not None and d.mean > 2 * d.stderr,
+            "exceeds_2_cluster_stderr": d.cluster_stderr is not None and d.mean > 2 * d.cluster_stderr}
 
 
-def rs_tasks(train: list[Task], episodes: int) -> tuple[list[Task], int]:
-    """Training tasks and episodes per task that give at least `episodes` rollouts, spread evenly."""
-    per_task = max(1, math.ceil(episodes / len(train)))
-    count = math.ceil(episodes / per_task)
-    return train[:count], per_task
+def verdicts(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if {"cur_grpo/warmup", "guided_grpo/warmup"} <= results.keys():
+        gain = difference(results["guided_grpo/warmup"], results["cur_grpo/warmup"])
+        level = results["cur_grpo/warmup"]["pass@1"] or 0.0
+        out["H1"] = {"cur_grpo_pass@1": level, "cur_grpo_minus_guided_grpo": gain,
+                     "holds": level >= 0.20 and gain["exceeds_2_stderr"]}
+    if {"cur_grpo/hinted", "cur_rs/hinted"} <= results.keys():
+        gain = difference(results["cur_rs/hinted"], results["cur_grpo/hinted"])
+        out["H2"] = {"cur_grpo_minus_cur_rs": gain, "holds": gain["exceeds_2_stderr"]}
+    if "cur_grpo/guided" in results:
+        r = results["cur_grpo/guided"]
+        out["H3"] = {"cur_grpo_pass@1": r["pass@1"], "stderr": r["pass@1_stderr"],
+                     "holds": (r["pass@1"] or 0.0) >= GUIDED_BEFORE - (r["pass@1_stderr"] or 0.0)}
+    return out
 
 
-def build_tasks(args: argparse.Namespace, console: Console, *, with_transfer: bool = True
-                ) -> tuple[list[Task], list[Task], list[Task]]:
-    """Stage 1: the training, held-out and transfer (warm-up restatement of the held-out bugs) tasks."""
-    held = tuple(r for r in args.held_out.split(",") if r)
-    if args.tasks is not None:
-        train, held_out = split_by_repository(discover_tasks([args.tasks]), held_out=held)
-        transfer: list[Task] = []
-    else:
-        suite = builtin_suite(console=console, tier=args.tier, per_repo=args.per_repo)
-        train, held_out = split_by_repository(discover_tasks([suite]), held_out=held)
-        transfer = []
-        if args.tier != "warmup" and with_transfer:
-            warm = builtin_suite(console=console, tier="warmup", per_repo=args.per_repo)
-            _, transfer = split_by_repository(discover_tasks([warm]), held_out=held)
-    if not train or not held_out:
-        raise SystemExit(f"{len(train)} training and {len(held_out)} held-out tasks: need both "
-                         f"(held-out repositories: {', '.join(held)})")
-    return train, held_out, transfer
+def training_curve(run_dir: Path) -> list[dict[str, float]]:
+    keys = ("rollout/reward_mean", "rollout/mixed_group_frac", "rollout/groups_trained", "train/clip_frac",
+            "train/grad_norm", "train/kl", "train/entropy", "train/train_rollout_logprob_abs_diff")
+    rows = [r for r in map(json.loads, (run_dir / "metrics.jsonl").open()) if r.get("kind") == "train"] \
+        if (run_dir / "metrics.jsonl").is_file() else []
+    return [{"step": r["step"], **{k: r[k] for k in r if k in keys or k.startswith(("curriculum/", "tier/"))}}
+            for r in rows]
 
 
-def make_demos(args: argparse.Namespace, train: list[Task], *, seed: int, console: Console) -> bool:
-    """Stage 2: the expert's demonstrations in <work>/demos; False when they were there already."""
-    demo_dir = args.work / "demos"
-    if (demo_dir / ".complete").is_file():
-        return False
-    tokenizer = resolve_model(args.model).load_tokenizer()
-    _, counts = asyncio.run(demonstrations(train, tokenizer=tokenizer, per_task=1, seed=seed,
-                                           agent_config=agent_config(args, temperature=1.0), out_dir=demo_dir,
-                                           concurrency=4))
-    if not counts["solved"]:
-        raise SystemExit(f"the expert solved none of the {len(train)} training tasks: {counts}")
-    (demo_dir / ".complete").write_text(json.dumps(counts))
-    return True
+def pack_trajectories(work: Path, out: Path, names: list[str]) -> None:
+    """Each evaluation's trajectory folder as <out>/trajectories/<name>.tar.gz (what the agent did, readable)."""
+    folder = out / "trajectories"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        source, target = work / name, folder / f"{name}.tar.gz"
+        if source.is_dir() and not target.is_file():
+            with tarfile.open(target, "w:gz") as tar:
+                tar.add(source, arcname=name)
 
 
-def make_sft(args: argparse.Namespace, *, seed: int, console: Console) -> bool:
-    """Stage 3: the SFT model in <work>/sft/final; False when it was there already."""
-    sft_dir = args.work / "sft"
-    if (sft_dir / "final" / "config.json").is_file():
-        return False
-    run_sft(model=args.model, trajectories=load_trajectories([args.work / "demos"]), device=args.device,
-            out_dir=sft_dir, config=SFTConfig(epochs=args.sft_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
-                                              seed=seed), console=console)
-    return True
-
-
-def run_grpo(args: argparse.Namespace, train: list[Task], model: Any, *, steps: int, lr: float, seed: int,
-             run_dir: Path) -> None:
-    """Stage 4: GRPO from `model` on the training tasks with the plan's recipe settings."""
-    recipe = SmolLM2_Recipe(
-        num_rollout=steps, rollout_batch_size=args.rollout_batch_size,
-        n_samples_per_prompt=args.n_samples, lr=lr, global_batch_size=args.global_batch_size,
-        over_sampling_batch_size=args.over_sampling, dynamic_sampling=args.dynamic_sampling,
-        lr_warmup_iters=args.lr_warmup,
-        rollout_max_response_len=args.max_new_tokens,
-        rollout_max_context_len=args.max_context, rollout_temperature=args.rollout_temperature,
-        max_open_sandboxes=args.concurrency, seed=seed, save="checkpoints",
-        save_interval=steps, extra_config=ExtraConfig(agentic_max_steps=args.max_steps))
-    TrainConfig(model=model, dataset=AgentTaskDataset(write_dataset(train, args.work / "train.jsonl")),
-                recipe=recipe, run_dir=run_dir, device=args.device).launch()
+# ----- the run --------------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
     work, out = args.work, args.out
-    held = tuple(r for r in args.held_out.split(",") if r)
     times: dict[str, float] = json.loads((work / "times.json").read_text()) if (work / "times.json").is_file() else {}
-    peaks: dict[str, float] = (json.loads((work / "peak_rss_gib.json").read_text())
-                               if (work / "peak_rss_gib.json").is_file() else {})
 
     def stage(name: str, started: float) -> None:
         times.setdefault(name, round(time.monotonic() - started, 1))
-        peaks.setdefault(name, round(peak_rss_gib(), 2))  # the process's peak so far
         (work / "times.json").write_text(json.dumps(times, indent=2))
-        (work / "peak_rss_gib.json").write_text(json.dumps(peaks, indent=2))
-        return_freed_memory()  # the stage's freed tensors go back before the next stage allocates its own
+        return_freed_memory()
 
     t0 = time.monotonic()
-    train, held_out, transfer = build_tasks(args, console)
-    plan = register(make_plan(args, train=train, held_out=held_out, transfer=transfer), work)
+    train, held_out, _ = build_tasks(args, console)
+    plan = register(make_plan(args, train=train, held_out=held_out), work)
     seeds = plan["seeds"]
-    console.print(f"{len(train)} training tasks, {len(held_out)} held-out tasks ({', '.join(held)}), "
-                  f"{len(transfer)} transfer tasks; plan {work / 'plan.json'}")
+    every_tier = [t for tier in TIERS for t in train[tier]]
+    console.print(f"training tasks {', '.join(f'{k} {len(v)}' for k, v in train.items())}; held-out "
+                  f"{', '.join(f'{k} {len(v)}' for k, v in held_out.items())}; plan {work / 'plan.json'}")
     stage("tasks", t0)
 
-    t0 = time.monotonic()
-    if make_demos(args, train, seed=seeds["demos"], console=console):
-        stage("demos", t0)
+    def timed(name: str, fn: Any) -> Any:
+        started = time.monotonic()
+        value = fn()
+        stage(name, started)
+        return value
 
-    t0 = time.monotonic()
-    if make_sft(args, seed=seeds["sft"], console=console):
-        stage("sft", t0)
-    sft_model = HFFolder(path=str(work / "sft" / "final"))
-
-    t0 = time.monotonic()
-    grpo_dir = work / "grpo"
-    if not (grpo_dir / "final" / "config.json").is_file():
-        run_grpo(args, train, sft_model, steps=args.grpo_steps, lr=args.grpo_lr, seed=seeds["grpo"], run_dir=grpo_dir)
-        stage("grpo", t0)
-
+    models: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
+    rs_sampled: dict[str, Any] = {}
 
-    def evaluate_held_out(name: str, model: Any) -> None:
-        t0 = time.monotonic()
-        results[name] = run_eval(model, held_out, args=args, n=args.n, temperature=args.eval_temperature,
-                                 seed=seeds["eval"], out=work / f"eval_{name}.json", console=console)
-        stage(f"eval_{name}", t0)
-        console.print(f"{name}: pass@1 {results[name]['pass@1']:.4f} +- {results[name]['pass@1_stderr'] or 0:.4f}")
+    def arm(name: str) -> Any:
+        if name in models:
+            return models[name]
+        if name == "cur_sft":
+            timed("demos_all", lambda: make_demos(args, every_tier, work / "demos_all", seed=seeds["demos"]))
+            models[name] = timed("sft_cur", lambda: make_sft(args, args.model, load_trajectories([work / "demos_all"]),
+                                                             work / "sft_cur", seed=seeds["sft"], console=console))
+        elif name == "cur_grpo":
+            start = arm("cur_sft")
+            models[name] = timed("grpo_cur", lambda: make_grpo(args, every_tier, start, work / "grpo_cur",
+                                                               seed=seeds["grpo"], with_curriculum=True))
+        elif name == "guided_grpo":
+            timed("demos_guided", lambda: make_demos(args, train["guided"], work / "demos_guided", seed=seeds["demos"]))
+            sft = timed("sft_guided", lambda: make_sft(args, args.model, load_trajectories([work / "demos_guided"]),
+                                                       work / "sft_guided", seed=seeds["sft"], console=console))
+            models[name] = timed("grpo_guided", lambda: make_grpo(args, train["guided"], sft, work / "grpo_guided",
+                                                                  seed=seeds["grpo"], with_curriculum=False))
+        elif name == "cur_rs":
+            start, grpo_dir = arm("cur_sft"), work / "grpo_cur"
+            arm("cur_grpo")
+            model, sampled = timed("rs", lambda: make_rs(args, every_tier, start, grpo_dir, seeds=seeds,
+                                                         console=console))
+            rs_sampled.update(sampled)
+            models[name] = model
+        return models[name]
 
-    # The hypothesis's two evaluations first, so a run stopped later has already measured what it tests.
-    models: dict[str, Any] = {"sft": sft_model, "grpo": HFFolder(path=str(grpo_dir / "final"))}
-    for name in ("sft", "grpo"):
-        evaluate_held_out(name, models[name])
+    for name, tier in EVALS:
+        if not held_out[tier]:
+            continue
+        model = arm(name)
+        key = f"{name}/{tier}"
+        cached = work / f"eval_{name}_{tier}.json"
+        if not cached.is_file() and (problem := check_code(plan, work)) is not None:
+            raise PlanMismatch(f"not evaluating {key}: {problem}")
+        results[key] = timed(f"eval_{name}_{tier}", lambda m=model, t=tier, c=cached: run_eval(
+            m, held_out[t], args=args, n=args.n, temperature=args.eval_temperature, seed=seeds["eval"], out=c,
+            console=console))
+        console.print(f"{key}: pass@1 {results[key]['pass@1']:.4f} +- {results[key]['pass@1_stderr'] or 0:.4f}")
 
-    t0 = time.monotonic()
-    rs_dir = work / "rs"
-    if not any((rs_dir / "final" / name).is_file() for name in ("config.json", "NOTHING_SOLVED")):
-        tasks, per_task = rs_tasks(train, plan["rs_episodes"])
-        sampled = run_eval(sft_model, tasks, args=args, n=per_task, temperature=args.rollout_temperature,
-                           seed=seeds["rs_sampling"], out=work / "rs_sampling.json", console=console)
-        solved = load_trajectories([work / "rs_sampling"], min_reward=1.0)
-        console.print(f"rejection sampling: {len(solved)} solved of {len(tasks) * per_task} episodes")
-        if solved:
-            run_sft(model=sft_model, trajectories=solved, device=args.device, out_dir=rs_dir,
-                    config=SFTConfig(epochs=args.rs_epochs, lr=args.sft_lr, batch_sequences=args.sft_batch,
-                                     seed=seeds["rs_sft"]), console=console)
-        else:  # nothing to learn from: the baseline is the SFT model itself
-            (rs_dir / "final").mkdir(parents=True, exist_ok=True)
-            (rs_dir / "final" / "NOTHING_SOLVED").write_text(json.dumps(sampled["statuses"]))
-        stage("rs", t0)
-    rs_model = sft_model if (rs_dir / "final" / "NOTHING_SOLVED").is_file() else HFFolder(path=str(rs_dir / "final"))
-
-    models.update(rs=rs_model, base=args.model)
-    for name in ("rs", "base"):
-        evaluate_held_out(name, models[name])
-    transfer_results: dict[str, dict[str, Any]] = {}
-    if transfer:
-        for name in ("sft", "grpo"):
-            t0 = time.monotonic()
-            transfer_results[name] = run_eval(models[name], transfer, args=args, n=args.n,
-                                              temperature=args.eval_temperature, seed=seeds["eval"],
-                                              out=work / f"transfer_{name}.json", console=console)
-            stage(f"transfer_{name}", t0)
-
-    curve = [(r["step"], r["rollout/reward_mean"], r.get("rollout/mixed_group_frac"))
-             for r in map(json.loads, (grpo_dir / "metrics.jsonl").open()) if r.get("kind") == "train"]
-    gain = difference(results["sft"], results["grpo"])
     summary: dict[str, Any] = {
-        "plan": plan,
-        "held_out_tasks": len(held_out), "training_tasks": len(train), "n": args.n,
-        **{name: figures(r) for name, r in results.items()},
-        "grpo_minus_sft": gain,
-        "grpo_minus_rs": difference(results["rs"], results["grpo"]),
-        "rs_minus_sft": difference(results["sft"], results["rs"]),
-        "sft_minus_base": difference(results["base"], results["sft"]),
-        "hypothesis_holds": gain["exceeds_2_stderr"],
-        "rs_solved_episodes": len(load_trajectories([work / "rs_sampling"], min_reward=1.0)),
-        "reward_curve": curve, "stage_seconds": times, "stage_peak_rss_gib": peaks,
+        "plan": plan, "n": args.n,
+        "held_out_tasks": {tier: len(tasks) for tier, tasks in held_out.items()},
+        "training_tasks": {tier: len(tasks) for tier, tasks in train.items()},
+        "results": {key: figures(r) for key, r in results.items()},
+        "differences": {
+            f"{b}-vs-{a}": difference(results[a], results[b])
+            for a, b in (("guided_grpo/warmup", "cur_grpo/warmup"), ("cur_sft/warmup", "cur_grpo/warmup"),
+                         ("cur_rs/warmup", "cur_grpo/warmup"), ("cur_rs/hinted", "cur_grpo/hinted"),
+                         ("cur_sft/hinted", "cur_grpo/hinted"), ("cur_sft/hinted", "cur_rs/hinted"),
+                         ("guided_grpo/hinted", "cur_grpo/hinted"), ("guided_grpo/guided", "cur_grpo/guided"))
+            if a in results and b in results},
+        "hypotheses": verdicts(results),
+        "rs_sampling": rs_sampled,
+        "grpo_curves": {name: training_curve(work / name) for name in ("grpo_cur", "grpo_guided")},
+        "stage_seconds": times, "peak_rss_gib": round(peak_rss_gib(), 2),
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
-    if transfer_results:
-        summary["transfer"] = {**{name: figures(r) for name, r in transfer_results.items()},
-                               "grpo_minus_sft": difference(transfer_results["sft"], transfer_results["grpo"])}
     out.mkdir(parents=True, exist_ok=True)
     (out / "learning.json").write_text(json.dumps(summary, indent=2, default=str))
+    for name in [f"eval_{a}_{t}.json" for a, t in EVALS] + ["plan.json", "times.json"]:
+        if (work / name).is_file():
+            (out / name).write_text((work / name).read_text())
+    for name in ("grpo_cur", "grpo_guided"):
+        if (work / name / "metrics.jsonl").is_file():
+            (out / f"{name}-metrics.jsonl").write_text((work / name / "metrics.jsonl").read_text())
+    pack_trajectories(work, out, [f"eval_{a}_{t}" for a, t in EVALS])
     plot(summary, out / "learning.png")
-    console.print(json.dumps({k: summary[k] for k in ("base", "sft", "grpo", "rs", "grpo_minus_sft")}, indent=2))
+    console.print(json.dumps(summary["hypotheses"], indent=2))
     return 0
 
 
@@ -405,17 +521,20 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = [s + 1 for s, _, _ in summary["reward_curve"]]
-    left.plot(steps, [r for _, r, _ in summary["reward_curve"]], marker="o", label="mean reward")
-    left.plot(steps, [m or 0.0 for _, _, m in summary["reward_curve"]], marker="x", label="groups with mixed rewards")
-    left.set(title="GRPO on the training tasks", xlabel="step", ylim=(0, 1))
-    left.legend()
-    names = ["base", "sft", "rs", "grpo"]
-    values = [summary[n]["pass@1"] or 0.0 for n in names]
-    errors = [summary[n]["stderr"] or 0.0 for n in names]
-    right.bar(names, values, yerr=errors, capsize=6, color=["#a0aec0", "#4299e1", "#ed8936", "#2f855a"])
-    right.set(title=f"held-out pass@1 ({summary['held_out_tasks']} tasks, n={summary['n']})", ylabel="pass@1")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    curve = summary["grpo_curves"].get("grpo_cur", [])
+    steps = [r["step"] + 1 for r in curve]
+    for tier in TIERS:
+        left.plot(steps, [r.get(f"curriculum/{tier}/share", 0.0) for r in curve], marker="o", label=f"{tier} share")
+        left.plot(steps, [r.get(f"tier/{tier}/pass_rate") for r in curve], linestyle="--", label=f"{tier} pass rate")
+    left.set(title="curriculum GRPO: share and training pass rate per tier", xlabel="step", ylim=(0, 1))
+    left.legend(fontsize=7)
+    keys = [k for k in summary["results"]]
+    values = [summary["results"][k]["pass@1"] or 0.0 for k in keys]
+    errors = [summary["results"][k]["stderr"] or 0.0 for k in keys]
+    right.bar(range(len(keys)), values, yerr=errors, capsize=4)
+    right.set_xticks(range(len(keys)), keys, rotation=60, fontsize=7)
+    right.set(title=f"held-out pass@1 (n={summary['n']})", ylabel="pass@1", ylim=(0, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -69,8 +69,8 @@ def _learning_bench():
 
 def test_the_learning_plan_is_registered_once_and_a_different_one_is_refused(tmp_path: Path) -> None:
     bench = _learning_bench()
-    plan = {"hypothesis": bench.HYPOTHESIS, "command": "python bench/learning.py", "git_commit": "abc",
-            "settings": {"n": 2, "tier": "guided"}, "seeds": {"eval": 7}, "held_out_tasks": ["a-001-guided"]}
+    plan = {"hypotheses": bench.HYPOTHESES, "command": "python bench/learning.py", "git_commit": "abc",
+            "settings": {"n": 2}, "seeds": {"eval": 7}, "held_out_tasks": {"warmup": ["a-061-warmup"]}}
     registered = bench.register(plan, tmp_path)
     on_disk = json.loads((tmp_path / "plan.json").read_text())
     assert on_disk == registered and len(registered["sha256"]) == 64 and registered["registered_at"]
@@ -78,7 +78,7 @@ def test_the_learning_plan_is_registered_once_and_a_different_one_is_refused(tmp
     again = bench.register({**plan, "git_commit": "def", "command": "python bench/learning.py --n 2"}, tmp_path)
     assert again == registered
     try:
-        bench.register({**plan, "settings": {"n": 4, "tier": "guided"}, "seeds": {"eval": 8}}, tmp_path)
+        bench.register({**plan, "settings": {"n": 4}, "seeds": {"eval": 8}}, tmp_path)
     except bench.PlanMismatch as refused:
         assert "seeds, settings" in str(refused) and "new --work" in str(refused)
     else:
@@ -86,96 +86,93 @@ def test_the_learning_plan_is_registered_once_and_a_different_one_is_refused(tmp
     assert json.loads((tmp_path / "plan.json").read_text()) == registered
 
 
-def test_rejection_sampling_rolls_out_at_least_as_many_episodes_as_grpo() -> None:
+def test_an_evaluation_runs_only_at_the_plans_commit_or_one_stated_harmless(tmp_path: Path, monkeypatch) -> None:
     bench = _learning_bench()
-    tasks = [f"t{i}" for i in range(10)]
-    for episodes in (1, 7, 10, 48, 192):
-        chosen, per_task = bench.rs_tasks(tasks, episodes)
-        assert episodes <= len(chosen) * per_task < episodes + per_task
-        assert chosen == tasks[:len(chosen)]
-    assert bench.rs_tasks(tasks, 48) == (tasks[:10], 5)
-    # the baseline matches every episode GRPO rolls out, the over-sampled groups included
-    args = bench.parse_args(["--grpo-steps", "12", "--rollout-batch-size", "8", "--n-samples", "4"])
-    assert bench.grpo_episodes(args) == 12 * 8 * 4
-    args = bench.parse_args(["--grpo-steps", "12", "--rollout-batch-size", "8", "--over-sampling", "16",
-                             "--n-samples", "4"])
-    assert bench.grpo_episodes(args) == 12 * 16 * 4
+    monkeypatch.setattr(bench, "git", lambda *args: "" if args[0] == "status" else None)
+    monkeypatch.setattr(bench, "git_commit", lambda: "b" * 40)
+    plan = {"git_commit": "a" * 40}
+    problem = bench.check_code(plan, tmp_path)
+    assert problem is not None and "aaaaaaaaaa" in problem and "plan_log.json" in problem
+    (tmp_path / "plan_log.json").write_text(json.dumps({"commits": {"b" * 40: "docs only"}}))
+    assert bench.check_code(plan, tmp_path) is None
+    assert bench.check_code({"git_commit": "b" * 40}, tmp_path / "elsewhere") is None
+    monkeypatch.setattr(bench, "git", lambda *args: " M src/codedojo/x.py" if args[0] == "status" else None)
+    assert "uncommitted" in (bench.check_code({"git_commit": "b" * 40}, tmp_path) or "")
 
 
-def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> None:
-    """Every stage end to end with the tiny random model (which solves nothing: the rejection-sampling baseline
-    then falls back to the SFT model); the plan is registered first and a second run reuses every stage."""
+def _tier_tasks(root: Path) -> Path:
+    """fix-greeting (a git work tree: the expert can read its fix) as the training repository's three tiers, and
+    fix-add as the held-out repository's."""
     import shutil
 
     from codedojo.tasks.task import examples_dir
 
+    tasks = root / "tasks"
+    for source, repo in (("fix-greeting", "greet"), ("fix-add", "calc")):
+        for tier in ("guided", "hinted", "warmup"):
+            target = tasks / f"{repo}-001-{tier}"
+            shutil.copytree(examples_dir() / source, target)
+            toml = target / "task.toml"
+            toml.write_text(toml.read_text().replace("[metadata]\n", f'[metadata]\nrepository = "{repo}"\n'
+                                                                      f'tier = "{tier}"\n'))
+    return tasks
+
+
+def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> None:
+    """Every arm and evaluation end to end with the tiny random model (which solves nothing: rejection sampling
+    then falls back to its start); the plan is registered first and a second run reuses every stage."""
     bench = _learning_bench()
-    tasks = tmp_path / "tasks"
-    for name, repo in (("fix-add", "calc"), ("fix-greeting", "greet")):
-        shutil.copytree(examples_dir() / name, tasks / name)
-        toml = tasks / name / "task.toml"
-        toml.write_text(toml.read_text().replace("[metadata]\n", f'[metadata]\nrepository = "{repo}"\n'))
-    argv = ["--tasks", str(tasks), "--held-out", "calc", "--model", "tiny-llama", "--work", str(tmp_path / "work"),
-            "--out", str(tmp_path / "out"), "--n", "1", "--sft-epochs", "1", "--grpo-steps", "1",
-            "--rollout-batch-size", "1", "--n-samples", "2", "--max-new-tokens", "160", "--max-context", "4096",
-            "--concurrency", "2"]
+    argv = ["--tasks", str(_tier_tasks(tmp_path)), "--held-out", "calc", "--model", "tiny-llama",
+            "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--n", "1", "--grpo-steps", "1",
+            "--rollout-batch-size", "1", "--over-sampling", "2", "--n-samples", "2", "--global-batch-size", "2",
+            "--max-new-tokens", "256", "--max-context", "8192", "--concurrency", "2", "--min-episodes", "1"]
     assert bench.main(argv) == 0
     result = json.loads((tmp_path / "out" / "learning.json").read_text())
-    # the expert needs a git work tree to read its reference fix from: fix-greeting has one, fix-add not
-    assert result["plan"]["held_out_tasks"] == ["fix-add"] and result["plan"]["training_tasks"] == ["fix-greeting"]
-    assert result["plan"]["rs_episodes"] == 2 and result["rs_solved_episodes"] == 0
-    for name in ("base", "sft", "grpo", "rs"):
-        assert result[name]["tasks"] == 1 and result[name]["pass@1"] is not None
-    assert set(result["grpo_minus_sft"]) == {"mean", "stderr", "tasks", "exceeds_2_stderr"}
-    assert len(result["reward_curve"]) == 1
+    plan = result["plan"]
+    assert plan["held_out_tasks"] == {t: [f"calc-001-{t}"] for t in ("guided", "hinted", "warmup")}
+    assert plan["training_tasks"] == {t: [f"greet-001-{t}"] for t in ("guided", "hinted", "warmup")}
+    assert set(result["results"]) == {f"{a}/{t}" for a, t in bench.EVALS}
+    assert set(result["hypotheses"]) == {"H1", "H2", "H3"} and result["hypotheses"]["H1"]["holds"] is False
+    assert {"cluster_stderr", "clusters", "exceeds_2_cluster_stderr"} <= set(
+        result["differences"]["cur_grpo/warmup-vs-guided_grpo/warmup"])
+    # rejection sampling rolled out exactly what curriculum GRPO rolled out: its one step drew the one guided
+    # task twice (over-sampling 2, all the share on guided), 2 episodes each
+    assert result["rs_sampling"] == {"episodes": 4, "tasks": 1, "solved": 0}
+    curve = result["grpo_curves"]["grpo_cur"]
+    assert len(curve) == 1 and curve[0]["curriculum/guided/share"] == 1.0
+    for arm, tier in bench.EVALS:
+        assert (tmp_path / "out" / "trajectories" / f"eval_{arm}_{tier}.tar.gz").stat().st_size > 0
     assert (tmp_path / "out" / "learning.png").stat().st_size > 0
     times = json.loads((tmp_path / "work" / "times.json").read_text())
-    # the hypothesis's two evaluations run right after GRPO, before the baseline's stages
-    order = list(times)
-    assert order.index("eval_sft") < order.index("eval_grpo") < order.index("rs") < order.index("eval_base")
+    order = list(times)  # the hypotheses' figures come first
+    assert order.index("eval_cur_grpo_warmup") < order.index("eval_guided_grpo_warmup") < order.index("rs") \
+        < order.index("eval_cur_sft_warmup")
     assert bench.main(argv) == 0  # every stage cached: nothing reruns, the stage times stay the first run's
     assert json.loads((tmp_path / "work" / "times.json").read_text()) == times
 
 
-def test_the_grpo_probe_runs_each_learning_rate_from_one_sft_model(tmp_path: Path) -> None:
-    """bench/grpo_probe.py: the learning bench's first stages once, then a short GRPO run per learning rate,
-    each step's training figures in the JSON; no held-out task is run."""
-    import shutil
-
-    from codedojo.tasks.task import examples_dir
-
+def test_the_curriculum_probe_calibrates_on_training_repositories_only(tmp_path: Path) -> None:
+    """bench/curriculum_probe.py: the plan's first stages, the SFT model on calibration tasks of every tier at two
+    temperatures, a short curriculum GRPO run; no held-out task runs."""
     _learning_bench()
     sys.path.insert(0, str(BENCH))
     try:
-        spec = importlib.util.spec_from_file_location("bench_grpo_probe_test", BENCH / "grpo_probe.py")
+        spec = importlib.util.spec_from_file_location("bench_curriculum_probe_test", BENCH / "curriculum_probe.py")
         assert spec is not None and spec.loader is not None
         probe = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(probe)
     finally:
         sys.path.remove(str(BENCH))
-    tasks = tmp_path / "tasks"
-    for name, repo in (("fix-add", "calc"), ("fix-greeting", "greet")):
-        shutil.copytree(examples_dir() / name, tasks / name)
-        toml = tasks / name / "task.toml"
-        toml.write_text(toml.read_text().replace("[metadata]\n", f'[metadata]\nrepository = "{repo}"\n'))
     work = tmp_path / "work"
-    argv = ["--lrs", "1e-5,1e-4", "--steps", "1", "--tasks", str(tasks), "--held-out", "calc", "--model",
-            "tiny-llama", "--work", str(work), "--rollout-batch-size", "1", "--n-samples", "2",
-            "--max-new-tokens", "160", "--max-context", "4096", "--concurrency", "2", "--global-batch-size", "1",
-            "--over-sampling", "2", "--dynamic-sampling", "--lr-warmup", "1"]
+    argv = ["--probe-steps", "1", "--tasks", str(_tier_tasks(tmp_path)), "--held-out", "calc", "--model",
+            "tiny-llama", "--work", str(work), "--rollout-batch-size", "1", "--over-sampling", "1", "--n-samples",
+            "2", "--max-new-tokens", "256", "--max-context", "8192", "--concurrency", "2", "--min-episodes", "1"]
     assert probe.main(argv) == 0
-    result = json.loads((work / "grpo_probe.json").read_text())
-    assert set(result["runs"]) == {"1e-05", "0.0001"} and result["global_batch_size"] == 1
-    assert result["episodes_per_step"] == 4 and result["dynamic_sampling"] and result["lr_warmup"] == 1
-    for lr, rows in result["runs"].items():
-        assert [r["step"] for r in rows] == [0] and "rollout/reward_mean" in rows[0]
-        # the settings reached the trainer: two groups rolled out; the tiny model solves nothing, so both groups
-        # are uniform and dynamic sampling drops them: no optimizer step
-        assert rows[0]["rollout/groups_trained"] == 0 and "train/optimizer_steps" not in rows[0]
-        run = work / f"probe_lr{float(lr):g}_gbs1_os2of1_ds_wu1"
-        episodes = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-        assert any(r.get("rollout/groups") == 2.0 for r in episodes)
-    assert (work / "sft" / "final" / "config.json").is_file()
+    result = json.loads((work / "probe.json").read_text())
+    assert result["training_tasks"] == {"guided": 1, "hinted": 1, "warmup": 1}
+    assert result["demonstrations"]["solved"] == 3 and set(result["demonstration_replies"]) == {
+        "guided", "hinted", "warmup"}
+    assert [r["step"] for r in result["grpo"]["curve"]] == [0]
     assert not list(work.glob("eval_*")) and not (work / "plan.json").exists()  # nothing held out ran
 
 

@@ -6,7 +6,7 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,20 +86,39 @@ class PairedDifference:
     """Standard error of the mean difference (sample std of the per-task differences / sqrt(tasks));
     None with fewer than two tasks. Pairing removes the spread of task difficulty from the error."""
     tasks: int
+    cluster_stderr: float | None = None
+    """With clusters (e.g. repositories): the cluster-robust standard error of the mean difference, which lets
+    tasks of one cluster move together; None without clusters or with fewer than two."""
+    clusters: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stderr": self.stderr, "tasks": self.tasks}
+        out: dict[str, Any] = {"mean": self.mean, "stderr": self.stderr, "tasks": self.tasks}
+        if self.clusters is not None:
+            out.update(cluster_stderr=self.cluster_stderr, clusters=self.clusters)
+        return out
 
 
-def paired_difference(before: EvalReport, after: EvalReport) -> PairedDifference:
-    """Per-task pass@1 of `after` minus `before`, paired by task name."""
+def paired_difference(before: EvalReport, after: EvalReport, *,
+                      cluster_of: Callable[[str], str] | None = None) -> PairedDifference:
+    """Per-task pass@1 of `after` minus `before`, paired by task name; with `cluster_of` (task name -> cluster)
+    also the cluster-robust standard error: sqrt(G / (G - 1) * sum over clusters of (sum of the cluster's
+    deviations from the mean)^2) / tasks, for G clusters."""
     first = {t.task: v for t in before.tasks if (v := t.pass_at(1)) is not None}
     second = {t.task: v for t in after.tasks if (v := t.pass_at(1)) is not None}
-    diffs = [second[name] - first[name] for name in sorted(first.keys() & second.keys())]
+    names = sorted(first.keys() & second.keys())
+    diffs = [second[name] - first[name] for name in names]
     if not diffs:
         raise ValueError("the two evaluations share no task with a valid sample")
+    mean = statistics.fmean(diffs)
     stderr = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
-    return PairedDifference(mean=statistics.fmean(diffs), stderr=stderr, tasks=len(diffs))
+    if cluster_of is None:
+        return PairedDifference(mean=mean, stderr=stderr, tasks=len(diffs))
+    sums: dict[str, float] = {}
+    for name, d in zip(names, diffs, strict=True):
+        sums[cluster_of(name)] = sums.get(cluster_of(name), 0.0) + d - mean
+    g = len(sums)
+    cluster_stderr = math.sqrt(g / (g - 1) * sum(x * x for x in sums.values())) / len(diffs) if g > 1 else None
+    return PairedDifference(mean=mean, stderr=stderr, tasks=len(diffs), cluster_stderr=cluster_stderr, clusters=g)
 
 
 def reward_trend(per_step: Sequence[float]) -> dict[str, Any] | None:
