@@ -7,7 +7,7 @@ Runs bench/learning.py's first stages in --work (tasks; the expert's demonstrati
 SFT), each reused when present, so a plan registered afterwards in the same folder starts from the same SFT
 model. Then it evaluates that model on calibration tasks: the training repositories' fresh draws (never
 trained on, never held out), --per-tier of each tier spread over the repositories, --calibration-n episodes
-each at the rollout temperature (what GRPO's groups see) and at the evaluation temperature. With
+each at the rollout temperature (what GRPO's groups see) and at the evaluation temperature (--temperatures). With
 --probe-steps, a short curriculum GRPO run from the SFT model follows, on the training tasks, logging each
 step's per-tier shares, pass rates and mixed groups, the clip fraction and the gradient norm. No held-out
 task runs. Prints one JSON object and writes it to <work>/probe.json (or --json).
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     own = argparse.ArgumentParser(add_help=False)  # the rest are bench/learning.py's options
     own.add_argument("--per-tier", type=int, default=48, help="calibration tasks per tier")
     own.add_argument("--calibration-n", type=int, default=2, help="episodes per calibration task")
+    own.add_argument("--temperatures", default="rollout,eval",
+                     help="which temperatures to calibrate at: rollout (GRPO's), eval (the plan's), or both")
     own.add_argument("--probe-steps", type=int, default=0, help="curriculum GRPO steps after the calibration")
     own.add_argument("--json", type=Path, default=None, help="where to write the probe's JSON")
     known, rest = own.parse_known_args(argv)
@@ -74,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     calibrated: dict[str, dict[str, object]] = {}
     for tier in learning.TIERS:
         tasks = spread(calibration[tier], known.per_tier)
-        for label, temperature in (("rollout", args.rollout_temperature), ("eval", args.eval_temperature)):
+        temperatures = {"rollout": args.rollout_temperature, "eval": args.eval_temperature}
+        for label in known.temperatures.split(","):
+            temperature = temperatures[label]
             t0 = time.monotonic()
             report = learning.run_eval(sft, tasks, args=args, n=known.calibration_n, temperature=temperature,
                                        seed=seeds["eval"] + 1000, out=args.work / f"calibration_{tier}_{label}.json",
