@@ -64,14 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     prepared = round(time.monotonic() - started, 1)
     demo_counts = json.loads((args.work / "demos_all" / ".complete").read_text())
     turns: dict[str, list[int]] = {}
+    reply_tokens: dict[str, list[int]] = {}
+    context_tokens: dict[str, list[int]] = {}
     for trajectory in demos:
         tier = trajectory.episode_id.rsplit("-", 2)[-2]
-        turns.setdefault(tier, []).append(len([m for m in trajectory.messages if m["role"] == "assistant"]))
+        turns.setdefault(tier, []).append(len(trajectory.turns))
+        reply_tokens.setdefault(tier, []).extend(turn.sampled_tokens for turn in trajectory.turns)
+        context_tokens.setdefault(tier, []).append(len(trajectory.token_ids))
     result: dict[str, object] = {
         "command": "python bench/curriculum_probe.py " + " ".join(argv), "git_commit": learning.git_commit(),
         "training_tasks": {k: len(v) for k, v in train.items()}, "demonstrations": demo_counts,
-        "demonstration_replies": {k: {"mean": sum(v) / len(v), "max": max(v), "count": len(v)}
-                                  for k, v in sorted(turns.items())},
+        "demonstration_budget": {k: {"replies_mean": round(sum(v) / len(v), 2), "replies_max": max(v),
+                                     "reply_tokens_max": max(reply_tokens[k]),
+                                     "context_tokens_mean": round(sum(context_tokens[k]) / len(v)),
+                                     "context_tokens_max": max(context_tokens[k]), "count": len(v)}
+                                 for k, v in sorted(turns.items())},
         "prepare_seconds": prepared, "calibration": {}}
     calibrated: dict[str, dict[str, object]] = {}
     for tier in learning.TIERS:

@@ -170,7 +170,7 @@ def test_the_curriculum_probe_calibrates_on_training_repositories_only(tmp_path:
     assert probe.main(argv) == 0
     result = json.loads((work / "probe.json").read_text())
     assert result["training_tasks"] == {"guided": 1, "hinted": 1, "warmup": 1}
-    assert result["demonstrations"]["solved"] == 3 and set(result["demonstration_replies"]) == {
+    assert result["demonstrations"]["solved"] == 3 and set(result["demonstration_budget"]) == {
         "guided", "hinted", "warmup"}
     assert [r["step"] for r in result["grpo"]["curve"]] == [0]
     assert not list(work.glob("eval_*")) and not (work / "plan.json").exists()  # nothing held out ran

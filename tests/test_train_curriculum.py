@@ -133,3 +133,12 @@ def test_a_run_climbs_from_a_solved_tier_and_resumes_with_its_shares(tmp_path: P
     assert 0 < second["tier/warmup/pass_rate"] < 1 and second["tier/warmup/mixed_group_frac"] > 0
     step2 = [json.loads(line) for line in (run.run_dir / "episodes" / "step_000002.jsonl").read_text().splitlines()]
     assert {e["task"][0] for e in step2} == {"w"}
+
+
+def test_codedojo_train_takes_the_curriculum_as_a_toml_table() -> None:
+    from codedojo.config import SmolLM2_Recipe
+    from codedojo.train.cli import parse_overrides
+
+    overrides = parse_overrides(['curriculum={tiers=["guided", "hinted", "warmup"], promote_at=0.6, window=48}'])
+    assert SmolLM2_Recipe(**overrides).curriculum == CurriculumConfig(tiers=("guided", "hinted", "warmup"),
+                                                                      promote_at=0.6, window=48)
