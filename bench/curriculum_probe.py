@@ -5,8 +5,8 @@
 
 Runs bench/learning.py's first stages in --work (tasks; the expert's demonstrations of every training tier;
 SFT), each reused when present, so a plan registered afterwards in the same folder starts from the same SFT
-model. Then it evaluates that model on calibration tasks: the training repositories' fresh draws (never
-trained on, never held out), --per-tier of each tier spread over the repositories, --calibration-n episodes
+model. Then it evaluates that model on calibration tasks: the training repositories' draws from --train-below on
+(never trained on, never held out), --per-tier of each tier spread over the repositories, --calibration-n episodes
 each at the rollout temperature (what GRPO's groups see) and at the evaluation temperature (--temperatures). With
 --probe-steps, a short curriculum GRPO run from the SFT model follows, on the training tasks, logging each
 step's per-tier shares, pass rates and mixed groups, the clip fraction and the gradient norm. No held-out

@@ -4,11 +4,13 @@
 
 Tasks: the bundled suite's three curriculum tiers, which state the same bugs three ways: guided (the line and
 what it must become), hinted (the line and the kind of bug) and warm-up (the line only). The factory draws
---per-repo bugs per repository, a third of them warm-up bugs that each tier restates. Training uses the
-training repositories' first --fresh-from draws (the bugs earlier plans trained on); evaluation uses the
-held-out repositories' draws from --fresh-from on: bugs no earlier plan evaluated or calibrated on (plans up
-to learning3 drew 51 per repository and evaluated on the first 51 of the held-out repositories). Probes
-(bench/curriculum_probe.py) calibrate on the training repositories' fresh draws, never on held-out ones.
+--per-repo bugs per repository, a third of them warm-up bugs that each tier restates. Earlier plans held
+out moneybox, planegeo, textkit, unitconv, routegraph and iniconf and evaluated on their first 51 draws, and the
+warm-up probe of docs/dataset.md ran every repository's first 30; so this plan turns the split around: it
+trains on those six repositories' first --train-below draws and evaluates on the other six's draws from
+--held-out-from on, bugs no earlier plan evaluated or calibrated on (110 per tier at the defaults). Probes
+(bench/curriculum_probe.py) calibrate on the training repositories' draws from --train-below on, which
+nothing trains on, never on held-out ones.
 
 Arms, each from SmolLM2-135M-Instruct, in stages that are each reused when their output exists:
   guided_grpo  today's recipe (learning3): SFT on the expert's guided demonstrations, GRPO on the guided tasks
@@ -62,7 +64,7 @@ from codedojo.tasks.task import Task, discover_tasks
 from codedojo.train.default import builtin_suite, split_by_repository, write_dataset
 from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
 
-HELD_OUT = ("moneybox", "planegeo", "textkit", "unitconv", "routegraph", "iniconf")
+HELD_OUT = ("cachebox", "datecalc", "exprcalc", "matrixlite", "shiftplan", "stockroom")
 MODEL = "smollm2-135m-instruct"
 TIERS = ("guided", "hinted", "warmup")
 GUIDED_BEFORE = 0.750
@@ -90,9 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=Path("runs/learning4"), help="intermediate files and the plan")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--per-repo", type=int, default=102, help="factory draws per repository")
-    parser.add_argument("--fresh-from", type=int, default=51,
-                        help="draws from this index on are fresh: held-out tasks come from them, training from "
-                             "the draws before it")
+    parser.add_argument("--held-out-from", type=int, default=30,
+                        help="held-out repositories' draws from this index on are evaluated (fresh bugs)")
+    parser.add_argument("--train-below", type=int, default=51,
+                        help="training repositories' draws below this index are trained on; the rest calibrate")
     parser.add_argument("--held-out", default=",".join(HELD_OUT), help="comma-separated held-out repositories")
     parser.add_argument("--tasks", type=Path, default=None,
                         help="task folders instead of the bundled suite (tests): tiers from metadata, split by "
@@ -167,7 +170,7 @@ def repository(name: str) -> str:
 
 def build_tasks(args: argparse.Namespace, console: Console) -> tuple[dict[str, list[Task]], dict[str, list[Task]],
                                                                     dict[str, list[Task]]]:
-    """Per tier: training tasks, held-out tasks and calibration tasks (training repositories, fresh draws)."""
+    """Per tier: training tasks, held-out tasks and calibration tasks (training repositories' later draws)."""
     held = tuple(r for r in args.held_out.split(",") if r)
     train: dict[str, list[Task]] = {}
     held_out: dict[str, list[Task]] = {}
@@ -182,9 +185,9 @@ def build_tasks(args: argparse.Namespace, console: Console) -> tuple[dict[str, l
         for tier in TIERS:
             suite = builtin_suite(console=console, tier=tier, per_repo=args.per_repo)
             pool, evaluation = split_by_repository(discover_tasks([suite]), held_out=held)
-            train[tier] = [t for t in pool if draw_index(t) < args.fresh_from]
-            calibration[tier] = [t for t in pool if draw_index(t) >= args.fresh_from]
-            held_out[tier] = [t for t in evaluation if draw_index(t) >= args.fresh_from]
+            train[tier] = [t for t in pool if draw_index(t) < args.train_below]
+            calibration[tier] = [t for t in pool if draw_index(t) >= args.train_below]
+            held_out[tier] = [t for t in evaluation if draw_index(t) >= args.held_out_from]
     if not train["guided"] or not any(held_out.values()):
         raise SystemExit(f"{sum(map(len, train.values()))} training and {sum(map(len, held_out.values()))} held-out "
                          f"tasks: need both (held-out repositories: {', '.join(held)})")
