@@ -90,6 +90,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     return measure(loaded, args.repeat)
 
 
+def three_figures(x: float) -> float:
+    """`x` to three significant figures: a rate of SmolLM2's weights keeps its decimal, and a tiny test model's
+    (a few kB read in microseconds, slower still on a busy machine) does not round to 0."""
+    return float(f"{x:.3g}")
+
+
 def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     """Every entry for `loaded` (an fp32 `LoadedModel`); `scale` shrinks every length (the tests' tiny model)."""
 
@@ -143,11 +149,11 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     flat = torch.cat([m.flatten() for m, _ in packed])
     summed = best_ms(lambda: flat.sum(), repeat, 3)
     results["rates"] = {"layer_weights_mb": round(layer_bytes / 1e6, 1),
-                        "layer_matmuls_one_row_back_to_back_gb_s": round(layer_bytes / back_to_back / 1e6, 1),
-                        "sum_over_layer_weights_gb_s": round(layer_bytes / summed / 1e6, 1)}
+                        "layer_matmuls_one_row_back_to_back_gb_s": three_figures(layer_bytes / back_to_back / 1e6),
+                        "sum_over_layer_weights_gb_s": three_figures(layer_bytes / summed / 1e6)}
     if native.available():
         ours = best_ms(lambda: [native.linear_row(inputs[m.shape[1]], m) for m, _ in packed], repeat, 3)
-        results["rates"]["native_linear_row_back_to_back_gb_s"] = round(layer_bytes / ours / 1e6, 1)
+        results["rates"]["native_linear_row_back_to_back_gb_s"] = three_figures(layer_bytes / ours / 1e6)
 
     positions, groups = n(1600), c.num_query_groups
     keys = [torch.randn(16, c.num_kv_heads, positions, c.head_dim) for _ in range(c.num_layers)]
@@ -156,7 +162,7 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     kv_bytes = 2 * sum(k.numel() * k.element_size() for k in keys)
 
     def rate(fn: Callable[[int], object]) -> float:
-        return round(kv_bytes / best_ms(lambda: [fn(i) for i in range(c.num_layers)], repeat) / 1e6, 1)
+        return three_figures(kv_bytes / best_ms(lambda: [fn(i) for i in range(c.num_layers)], repeat) / 1e6)
 
     results["rates"]["decode_attention_16_rows_1600"] = {
         "sdpa_gb_s": rate(lambda i: F.scaled_dot_product_attention(query, keys[i], values[i])),
