@@ -78,7 +78,7 @@ def in_place(model: Any, step: Callable[[], object], repeat: int) -> dict[str, f
         transformer._rms_norm = saved[3]
         model.one_token_path = True
     fastest["other_ms"] = fastest["step_ms"] - sum(v for k, v in fastest.items() if k != "step_ms")
-    out = {k: round(v, 2) for k, v in fastest.items()}
+    out = {k: three_figures(v) for k, v in fastest.items()}
     out["attention_share"] = round(fastest["attention_ms"] / fastest["step_ms"], 3)
     return out
 
