@@ -10,7 +10,9 @@ model. Then it evaluates that model on calibration tasks: the training repositor
 each at the rollout temperature (what GRPO's groups see) and at the evaluation temperature (--temperatures). With
 --probe-steps, a short curriculum GRPO run from the SFT model follows, on the training tasks, logging each
 step's per-tier shares, pass rates and mixed groups, the clip fraction and the gradient norm. No held-out
-task runs. Prints one JSON object and writes it to <work>/probe.json (or --json).
+task runs. It suggests the curriculum's start shares (`suggested_start`: in proportion to each tier's chance
+of a group with mixed rewards at the SFT model's pass rate). Prints one JSON object and writes it to
+<work>/probe.json (or --json).
 """
 
 from __future__ import annotations
@@ -40,6 +42,26 @@ def spread(tasks: list[Task], count: int) -> list[Task]:
         out += [v[depth] for v in by_repo.values() if depth < len(v)][: count - len(out)]
         depth += 1
     return out
+
+
+def mixed_probability(p: float, group_size: int) -> float:
+    """The chance that a group of `group_size` episodes at pass rate `p` has mixed rewards (a GRPO signal)."""
+    return 1.0 - p**group_size - (1.0 - p) ** group_size
+
+
+def suggested_start(calibrated: dict[str, dict[str, object]], *, group_size: int) -> list[float] | None:
+    """Initial curriculum shares in proportion to each tier's chance of a mixed group at the SFT model's pass
+    rate at the rollout temperature (rounded to hundredths, summing to 1): the tiers where GRPO has a signal
+    from the first step. None without a rollout-temperature calibration of every tier."""
+    rates = [calibrated.get(f"{tier}/rollout", {}).get("pass@1") for tier in learning.TIERS]
+    if any(not isinstance(r, float | int) for r in rates):
+        return None
+    weights = [mixed_probability(float(r), group_size) for r in rates]  # type: ignore[arg-type]
+    if not sum(weights):
+        return None
+    shares = [round(w / sum(weights), 2) for w in weights]
+    shares[-1] = round(1.0 - sum(shares[:-1]), 2)
+    return shares
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             calibrated[f"{tier}/{label}"] = {"temperature": temperature, **learning.figures(report),
                                              "seconds": round(time.monotonic() - t0, 1)}
     result["calibration"] = calibrated
+    result["suggested_curriculum_start"] = suggested_start(calibrated, group_size=args.n_samples)
     if known.probe_steps:
         run_dir = args.work / f"probe_grpo_{known.probe_steps}"
         t0 = time.monotonic()

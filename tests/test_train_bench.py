@@ -224,3 +224,25 @@ def test_trainer_bench_counts_a_steps_arithmetic_by_hand() -> None:
     alone = bench.step_flops(data, budget=100, share=False, shape=shape)
     assert alone["laid_out_tokens"] == 44
     assert alone["attention"] == (23 * 24 / 2 + 21 * 22 / 2) * 2 * 2 * 4 * 2 * 2 * 3.5
+
+
+def test_the_probe_suggests_start_shares_where_grpo_has_a_signal() -> None:
+    _learning_bench()
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_curriculum_probe_shares", BENCH / "curriculum_probe.py")
+        assert spec is not None and spec.loader is not None
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def calibrated(*rates: float) -> dict[str, dict[str, object]]:
+        return {f"{tier}/rollout": {"pass@1": r} for tier, r in zip(("guided", "hinted", "warmup"), rates, strict=True)}
+
+    assert probe.mixed_probability(0.5, 4) == 0.875  # 1 - 2 / 16
+    assert probe.suggested_start(calibrated(0.5, 0.5, 0.5), group_size=4) == [0.33, 0.33, 0.34]
+    # a tier solved always or never gives no mixed group: all the share goes where there is a signal
+    assert probe.suggested_start(calibrated(1.0, 0.2, 0.0), group_size=4) == [0.0, 1.0, 0.0]
+    assert probe.suggested_start(calibrated(1.0, 1.0, 0.0), group_size=4) is None
+    assert probe.suggested_start({"guided/rollout": {"pass@1": 0.5}}, group_size=4) is None
