@@ -53,7 +53,7 @@ from rich.console import Console
 from codedojo.agent.budget import profile_budget
 from codedojo.agent.engines import open_engine, profile_for
 from codedojo.agent.evaluation import EvalReport, TaskScore, evaluate, paired_difference
-from codedojo.agent.expert import DemonstrationOverBudget, demonstrations
+from codedojo.agent.expert import demonstrations
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import RolloutConfig
 from codedojo.config import AgentTaskDataset, CurriculumConfig, ExtraConfig, SmolLM2_Recipe, TrainConfig
@@ -290,19 +290,11 @@ def make_demos(args: argparse.Namespace, tasks: list[Task], folder: Path, *, see
         return
     tokenizer = resolve_model(args.model).load_tokenizer()
     config = agent_config(args, temperature=1.0)
-    over: dict[str, str] = {}
-    try:
-        asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=seed, agent_config=config,
-                                   out_dir=folder, concurrency=4))
-    except DemonstrationOverBudget as e:
-        over = {name: line.split(": ", 1)[1] for name, line in zip(e.tasks, str(e).splitlines()[1:], strict=False)}
-        for name in over:  # a cut episode that still solved its task is no demonstration either
-            for path in folder.glob(f"{name[:40].replace('/', '_')}-s*.json"):
-                path.unlink()
-    solved = len(list(folder.glob("*.json")))
-    if not solved:
-        raise SystemExit(f"the expert solved none of the {len(tasks)} tasks")
-    (folder / ".complete").write_text(json.dumps({"tasks": len(tasks), "solved": solved, "over_budget": over}))
+    _, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=seed, agent_config=config,
+                                           out_dir=folder, concurrency=4, leave_out_over_budget=True))
+    if not counts["solved"]:
+        raise SystemExit(f"the expert solved none of the {len(tasks)} tasks: {counts}")
+    (folder / ".complete").write_text(json.dumps(counts))
 
 
 def make_sft(args: argparse.Namespace, model: Any, trajectories: Any, folder: Path, *, seed: int,

@@ -127,6 +127,12 @@ def test_a_demonstration_over_the_reply_budget_is_refused_naming_the_task() -> N
     message = str(caught.value)
     assert "fix-greeting" in message and "24" in message
     assert caught.value.tasks == ["fix-greeting"]
+    # or left out and listed, the other tasks' demonstrations kept
+    kept, counts = asyncio.run(demonstrations([task], tokenizer=tokenizer, per_task=1, seed=1,
+                                              agent_config=AgentConfig(max_steps=8, max_new_tokens=24),
+                                              leave_out_over_budget=True))
+    assert kept == [] and counts["solved"] == 0 and list(counts["left_out"]) == ["fix-greeting"]
+    assert "max_new_tokens 24" in counts["left_out"]["fix-greeting"]
 
 
 

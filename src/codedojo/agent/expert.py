@@ -389,11 +389,14 @@ def _tests_passed(tail: str) -> bool:
 
 async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int, seed: int,
                          agent_config: AgentConfig, out_dir: Path | None = None, concurrency: int = 4,
-                         backend: str = "local") -> tuple[list[Trajectory], dict[str, int]]:
-    """Solved expert episodes (per_task each) as trajectories in the model's tokens, and counts."""
+                         backend: str = "local", leave_out_over_budget: bool = False
+                         ) -> tuple[list[Trajectory], dict[str, Any]]:
+    """Solved expert episodes (per_task each) as trajectories in the model's tokens, and counts. A task whose
+    demonstration does not fit the budget raises DemonstrationOverBudget, or with `leave_out_over_budget` is
+    left out (none of its episodes kept) and listed in counts["left_out"] with what did not fit."""
     gate = asyncio.Semaphore(concurrency)
     edits: dict[str, list[LineEdit]] = {}
-    counts = {"tasks": len(tasks), "no_reference_fix": 0, "episodes": 0, "solved": 0}
+    counts: dict[str, Any] = {"tasks": len(tasks), "no_reference_fix": 0, "episodes": 0, "solved": 0}
 
     async def learn(task: Task) -> None:
         async with gate:
@@ -416,14 +419,17 @@ async def demonstrations(tasks: Sequence[Task], *, tokenizer: Any, per_task: int
             policy.over_budget.setdefault(task.name, f"the conversation outgrew max_context_tokens "
                                                      f"{agent_config.max_context_tokens}")
         if result.solved and result.trajectory is not None:
-            counts["solved"] += 1
-            trajectory = result.trajectory
-            if out_dir is not None:
-                trajectory.save(out_dir / f"{trajectory.episode_id}.json")
-            kept.append(trajectory)
+            kept.append(result.trajectory)
 
     await asyncio.gather(*(episode(t, i * per_task + k) for i, t in enumerate(usable) for k in range(per_task)))
-    if policy.over_budget:
+    if policy.over_budget and not leave_out_over_budget:
         raise DemonstrationOverBudget(policy.over_budget)
+    if leave_out_over_budget:
+        counts["left_out"] = dict(sorted(policy.over_budget.items()))
+        kept = [t for t in kept if t.task_name not in policy.over_budget]
+    counts["solved"] = len(kept)
     kept.sort(key=lambda t: t.episode_id)
+    if out_dir is not None:
+        for trajectory in kept:
+            trajectory.save(out_dir / f"{trajectory.episode_id}.json")
     return kept, counts

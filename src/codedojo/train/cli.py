@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--run-dir", type=Path, default=None, help="run directory (an existing one resumes)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     p.add_argument("--quick", action="store_true", help="embedded default only: a much shorter run (smoke test)")
-    p.add_argument("--tier", default=None, choices=ALL_TIERS,
-                   help="embedded default only: the bundled tier to train and evaluate on (docs/tasks.md)")
+    p.add_argument("--tier", default=None, choices=(*ALL_TIERS, "curriculum"),
+                   help="embedded default only: the bundled tier to train and evaluate on (docs/tasks.md); "
+                        "curriculum: guided, hinted and warm-up with the tier curriculum, evaluated on warm-up")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("report", help="write the HTML report of a run",

@@ -40,6 +40,13 @@ at the rollout temperature to 0.30 (docs/training.md; the base model was not mea
 MAIN_JOB_STEPS = 8
 """GRPO steps of the main job: 8 steps of 16 episodes took 15.5 min with both evaluations on the project's 2-core
 machine (bf16), which leaves `./dev run` under its 30-minute budget from a fresh clone (docs/training.md)."""
+CURRICULUM = "curriculum"
+"""`--tier curriculum`: train on the guided, hinted and warm-up tiers with the tier curriculum and evaluate on the
+held-out warm-up tasks (finding the fix, not carrying it out)."""
+CURRICULUM_TIERS = ("guided", "hinted", "warmup")
+CURRICULUM_START = (0.51, 0.26, 0.23)
+"""The fourth registered plan's start shares (docs/training.md): in proportion to each tier's chance of a mixed
+group at its curriculum SFT model's calibrated pass rates (guided 0.55, hinted 0.14, warm-up 0.11)."""
 DEFAULT_TIER = "guided"
 """The tier the embedded default trains and evaluates on, chosen by the SFT model's pass rate at the rollout
 temperature (docs/training.md): 0.30 +- 0.07 on 40 held-out guided tasks, inside the 20-60% where most GRPO
@@ -99,8 +106,8 @@ def write_dataset(tasks: list[Task], path: Path) -> Path:
 def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: EpisodeBudget, device: str,
                console: Console) -> Path:
     """Demonstrations + SFT, cached by (model, tasks, expert seed, episode budget, SFT settings). The
-    demonstrations are recorded under the budget RL and evaluation run with (`budget`); one that does not
-    fit is an error (codedojo.agent.expert.DemonstrationOverBudget)."""
+    demonstrations are recorded under the budget RL and evaluation run with (`budget`); a task whose
+    demonstration does not fit is left out and named on the console (its reply would be cut in RL)."""
     from codedojo.agent.engines import profile_for
     from codedojo.agent.expert import demonstrations
     from codedojo.agent.loop import AgentConfig
@@ -118,12 +125,36 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: Episod
     config = AgentConfig(**budget.agent_fields(), prompt_profile=profile_for(model))
     with console.status(f"recording expert demonstrations on {len(tasks)} tasks"):
         demos, counts = asyncio.run(demonstrations(tasks, tokenizer=tokenizer, per_task=1, seed=DEMO_SEED,
-                                                   agent_config=config, out_dir=folder / "demonstrations"))
+                                                   agent_config=config, out_dir=folder / "demonstrations",
+                                                   leave_out_over_budget=True))
     console.print(f"warm start: {counts['solved']} solved demonstrations of {counts['episodes']} expert episodes")
+    for name, why in counts["left_out"].items():
+        console.print(f"warm start: left out {name}: its demonstration does not fit the episode budget ({why})")
     summary = run_sft(model=model, trajectories=demos, config=sft_config, out_dir=folder, device=device,
                       console=console)
     console.print(f"warm start: fine-tuned on {summary['tokens']} tokens in {summary['seconds']} s")
     return Path(summary["final_model"])
+
+
+def default_tasks(tier: str, *, console: Console, quick: bool) -> tuple[list[Task], list[Task], Any]:
+    """The main job's training and held-out tasks of `tier` (12 draws per repository), and its curriculum:
+    None for one tier; for `CURRICULUM`, every curriculum tier's training tasks, the held-out warm-up tasks and
+    the CurriculumConfig. Every other held-out task is kept: a spread over the held-out repositories, small
+    enough for a CPU (every fourth, and 8 training tasks a tier, with `quick`)."""
+    from codedojo.config import CurriculumConfig
+
+    tiers = CURRICULUM_TIERS if tier == CURRICULUM else (tier,)
+    train: list[Task] = []
+    held: list[Task] = []
+    for name in tiers:
+        suite = builtin_suite(console=console, tier=name, per_repo=12)
+        pool, evaluation = split_by_repository(discover_tasks([suite]), held_out=HELD_OUT_REPOSITORIES)
+        train += pool[:8] if quick else pool
+        if name == tiers[-1]:
+            held = evaluation[::4] if quick else evaluation[::2]
+    if tier != CURRICULUM:
+        return train, held, None
+    return train, held, CurriculumConfig(tiers=CURRICULUM_TIERS, start=CURRICULUM_START)
 
 
 def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
@@ -139,12 +170,7 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     device = device or default_device()
     model = model or DEFAULT_MODEL
     tier = tier or DEFAULT_TIER
-    suite = builtin_suite(console=console, tier=tier, per_repo=12)
-    train_tasks, eval_tasks = split_by_repository(discover_tasks([suite]), held_out=HELD_OUT_REPOSITORIES)
-    # Every other held-out task: a spread over the four held-out repositories, small enough for a CPU.
-    eval_tasks = eval_tasks[::4] if quick else eval_tasks[::2]
-    if quick:
-        train_tasks = train_tasks[:8]
+    train_tasks, eval_tasks, curriculum = default_tasks(tier, console=console, quick=quick)
     run_dir = run_dir or Path("runs") / time.strftime("default-%Y%m%d-%H%M%S")
     data = run_dir / "data"
     train_path = write_dataset(train_tasks, data / "train.jsonl")
@@ -153,13 +179,15 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     recipe = SmolLM2_Recipe(**{
         # Each step rolls out 4 tasks x 4 episodes and trains on (at most) 2 of the groups with mixed rewards.
         "num_rollout": num_rollout, "rollout_batch_size": 2, "over_sampling_batch_size": 4, "n_samples_per_prompt": 4,
-        "save": "checkpoints", "save_interval": num_rollout, "eval_interval": num_rollout,
+        "curriculum": curriculum, "save": "checkpoints", "save_interval": num_rollout, "eval_interval": num_rollout,
         "eval_config": EvalConfig(defaults=EvalDefaults(temperature=0.6, n_samples_per_eval_prompt=1),
                                   datasets=(EvalDataset(name="held-out", path=str(eval_path)),)),
         **overrides,
     })
-    console.print(f"embedded default: {len(train_tasks)} training tasks, {len(eval_tasks)} held-out tasks "
-                  f"of the {tier} tier (repositories {', '.join(HELD_OUT_REPOSITORIES)})")
+    trained_on = ", ".join(curriculum.tiers) + " tiers (a curriculum)" if curriculum else f"{tier} tier"
+    console.print(f"embedded default: {len(train_tasks)} training tasks of the {trained_on}, {len(eval_tasks)} "
+                  f"held-out tasks of the {'warmup' if curriculum else tier} tier (repositories "
+                  f"{', '.join(HELD_OUT_REPOSITORIES)})")
     sft = SFTConfig(epochs=SFT_EPOCHS, lr=SFT_LR, batch_sequences=SFT_BATCH)
     demo_tasks = train_tasks
     warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
