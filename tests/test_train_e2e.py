@@ -105,8 +105,11 @@ def test_a_run_trains_every_parameter_and_writes_everything(trained: tuple[Path,
     assert evals[0]["eval/held-out/tasks"] == 2 and evals[0]["eval/held-out/pass@1"] is not None
     # half the scripted episodes solve their task: most groups have mixed rewards
     assert all(0 < r["rollout/mixed_group_frac"] <= 1 for r in train)
+    # no health check fires on this clean run, but the one that sees scripted logprobs are not the model's
+    assert {k for r in [*train, *evals] for k in r if k.startswith("health/")} <= {"health/logprob_mismatch"}
     learning = json.loads((run.run_dir / "learning.json").read_text())
     assert learning == run.summary["learning"]
+    assert set(learning["health"]) <= {"logprob_mismatch"}
     assert learning["train_reward"] == [r["rollout/reward_mean"] for r in train]
     held = learning["eval"]["held-out"]
     assert (held["before"]["step"], held["after"]["step"]) == (1, 2) and held["gain"]["tasks"] == 2

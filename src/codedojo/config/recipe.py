@@ -154,6 +154,35 @@ class CurriculumConfig:
             raise RecordError("CurriculumConfig: " + "; ".join(problems))
 
 
+@dataclass(frozen=True, kw_only=True)
+class HealthConfig:
+    """The local trainer's health checks after every step (codedojo.train.health): what a finding does, and the
+    limits of each check."""
+
+    action: Literal["warn", "stop", "off"] = "warn"
+    """warn: print and log health/<check>; stop: also stop the run after the step's checkpoint; off: no checks."""
+    identical_reward_steps: int = 3
+    """Steps in a row in which every episode got one and the same reward."""
+    no_mixed_group_steps: int = 3
+    """Steps in a row without a group of mixed rewards."""
+    max_verifier_error_frac: float = 0.2
+    """Share of a step's episodes whose verifier failed."""
+    max_solved_without_command: int = 0
+    """Solved episodes in a step that ran no command but the submission."""
+    max_logprob_mismatch: float = 0.03
+    """Mean |trainer - sampler| logprob per token (bf16 training against an fp32 engine: 1e-3 to 8e-3)."""
+    train_eval_gap: float = 0.5
+    """Training reward minus held-out pass@1, in absolute value (it must also exceed three standard errors)."""
+
+    def __post_init__(self) -> None:
+        if self.identical_reward_steps < 1 or self.no_mixed_group_steps < 1:
+            raise RecordError("HealthConfig: identical_reward_steps and no_mixed_group_steps must be at least 1")
+        if not 0 <= self.max_verifier_error_frac <= 1 or not 0 < self.train_eval_gap <= 1:
+            raise RecordError("HealthConfig: max_verifier_error_frac must be in [0, 1] and train_eval_gap in (0, 1]")
+        if self.max_solved_without_command < 0 or self.max_logprob_mismatch <= 0:
+            raise RecordError("HealthConfig: max_solved_without_command must be >= 0 and max_logprob_mismatch > 0")
+
+
 _ENV_FIELDS = {
     "ASYNC_RL_REWARD_SHAPE": ("reward_shape", str),
     "SLIME_AGENT_SANDBOX_CPU": ("sandbox_cpus", float),
@@ -319,6 +348,8 @@ class Recipe:
     """Checkpoint directory (local: under the run directory when relative)."""
     save_interval: int | None = None
     """Checkpoint every this many steps (the last step is always saved when set)."""
+    health: HealthConfig = field(default_factory=HealthConfig)
+    """Health checks after every step (local backend): a run whose rewards look wrong warns or stops."""
     save_debug_rollout_data: str | None = None
     """Path template of per-step rollout dumps, with {rollout_id}."""
     custom_rollout_log_function: str | None = None

@@ -95,6 +95,10 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"training reward, first {trend['steps_per_half']} steps {num(trend['first_half'])} -> last "
                      f"{trend['steps_per_half']} {num(trend['second_half'])}: {num(trend['change'], True)} +- "
                      f"{num(trend['stderr'])} (step-to-step spread)")
+    if "health" in summary:
+        fired = summary["health"]
+        lines.append("health checks: " + ("none fired" if not fired else "; ".join(
+            f"{name} after step(s) {', '.join(map(str, steps))}" for name, steps in fired.items())))
     return lines
 
 

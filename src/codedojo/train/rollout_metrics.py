@@ -3,13 +3,16 @@
 The records are the dicts of `train.samples.slime_sample` (the local trainer) or slime `Sample` objects
 filled by the generate hook (`integrations.slime`); both carry tokens, loss_mask, reward, remove_sample,
 group_index, weight_versions and the episode's metadata (episode_status, turns, timings, attempts, solved,
-exec_timeouts, drift). `rollout_metrics(records, prefix=...)` names them under `prefix`: "agentic/" in slime
-(the reference tutorial's names, beside slime's own rollout/*), "rollout/" in the local trainer's
-metrics.jsonl. Weight-version spread is always "async/*".
+exec_timeouts, drift; commands in the local trainer's). `rollout_metrics(records, prefix=...)` names them
+under `prefix`: "agentic/" in slime (the reference tutorial's names, beside slime's own rollout/*), "rollout/"
+in the local trainer's metrics.jsonl. Weight-version spread is always "async/*".
 
     episodes, valid                  records, and those with a valid reward (not removed)
     removed_frac                     episodes without a valid reward (infrastructure failures)
     reward_mean, solved_frac         over valid episodes (0 when there are none)
+    reward_min, reward_max           over valid episodes (0 when there are none)
+    solved_without_command           valid solved episodes that ran no command but the submission (records whose
+                                     metadata counts `commands`: a broken task or grader, never a solve)
     mixed_group_frac                 of groups with two or more valid members, those whose rewards differ
     reward_by_status/<status>        mean reward of the valid episodes that ended so
     status/<status>_frac             share of episodes per ending
@@ -78,10 +81,13 @@ def _outcomes(samples: Sequence[Any], meta: list[dict[str, Any]], valid: list[bo
     kept = [m for m, ok in zip(meta, valid, strict=True) if ok]
     out = {"episodes": float(n), "valid": float(sum(valid)), "removed_frac": 1.0 - sum(valid) / n,
            "reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+           "reward_min": min(rewards, default=0.0), "reward_max": max(rewards, default=0.0),
            "solved_frac": sum(bool(m.get("solved")) for m in kept) / len(kept) if kept else 0.0,
            "budget_hit_frac": sum(_truncated(m.get("episode_status")) for m in meta) / n}
     statuses = Counter(str(m.get("episode_status", "unknown")) for m in meta)
     out.update({f"status/{name}_frac": count / n for name, count in sorted(statuses.items())})
+    # a solve without any command but the submission: the task or its grader is broken, not solved
+    out["solved_without_command"] = float(sum(1 for m in kept if m.get("solved") and m.get("commands") == 0))
     by_status: dict[str, list[float]] = {}
     groups: dict[Any, list[float]] = {}
     for (s, m), reward in zip(scored, rewards, strict=True):

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.agent.rollout import Episode
 from codedojo.rl.advantages import group_advantages, is_uniform
+from codedojo.trial.trajectory import Trajectory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,5 +95,12 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
                      "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,
-                     "drift": t.drift if t else 0},
+                     "commands": work_commands(t), "drift": t.drift if t else 0},
     }
+
+
+def work_commands(trajectory: Trajectory | None) -> int:
+    """The commands an episode ran other than its submission (a reply whose command echoes the sentinel)."""
+    if trajectory is None:
+        return 0
+    return sum(1 for turn in trajectory.turns if turn.command is not None and SUBMIT_SENTINEL not in turn.command)

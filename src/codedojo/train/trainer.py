@@ -36,6 +36,8 @@ from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
 from codedojo.train.curriculum import CurriculumSampler, tier_metrics
+from codedojo.train.health import Finding, RunUnhealthy, check_evaluation, check_step
+from codedojo.train.health import report as health_report
 from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
@@ -118,6 +120,10 @@ class _Run:
     rollout: RolloutConfig
     train_rows: list[dict[str, Any]]
     """The train rows of metrics.jsonl so far (those kept from before a resume included)."""
+    eval_rows: list[dict[str, Any]]
+    """The eval rows likewise."""
+    findings: list[Finding]
+    """The health checks' findings on the latest step or evaluation (train.health)."""
 
 
 class LocalTrainer:
@@ -155,9 +161,11 @@ class LocalTrainer:
                     await self._evaluate(run, step=step + 1)
                 self._checkpoint(run)
                 run.trace.flush()
+                if run.findings and recipe.health.action == "stop":
+                    raise RunUnhealthy(health_report(run.findings, step=step + 1, config=recipe.health))
             save_hf_folder(self.run_dir / "final", policy=run.state.policy, hf_config=run.loaded.hf_config,
                            tokenizer=run.loaded.tokenizer)
-            learning = self._learning_summary(run.train_rows)
+            learning = self._learning_summary(run.train_rows, run.eval_rows)
         finally:
             await self._close(run)
         from codedojo.train.report import write_report
@@ -191,7 +199,8 @@ class LocalTrainer:
         self._forget_episodes(after=state.step)
         return _Run(state=state, engine=engine, loaded=loaded, metrics=metrics, trace=trace, hook=hook,
                     agent_config=agent_config_for(recipe, profile=self.profile),
-                    rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"])
+                    rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"],
+                    eval_rows=[r for r in metrics.kept if r["kind"] == "eval"], findings=[])
 
     def _sampler(self) -> Sampler:
         """Uniform passes over the tasks, or the recipe's tier curriculum."""
@@ -227,6 +236,7 @@ class LocalTrainer:
     async def _train_step(self, run: _Run, step: int) -> dict[str, Any]:
         """One step: episodes, the batch, the update, the new weights to the engine, and the step's records."""
         started = time.monotonic()
+        run.findings = []
         with run.trace.span("rollout", step=step):
             episodes, rollout_seconds = await self._rollout(run, step)
             await _free_memory(run.engine)  # the rollout's KV is stale once the weights change
@@ -247,6 +257,7 @@ class LocalTrainer:
         with run.trace.span("weight_sync", step=step):
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
+        self._health(run, check_step([*run.train_rows, row], self.recipe.health), row, step=step + 1)
         # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
         logged = run.hook is not None and run.hook(step, self.recipe, records, dict(row), rollout_seconds)
         self._dump(step, records, prefix="rollout")
@@ -274,6 +285,15 @@ class LocalTrainer:
                     "rollout/groups_trained": float(len({s.group for s in samples})),
                     "rollout/reward_trained_mean": batch.reward_trained_mean})
         return samples, row
+
+    def _health(self, run: _Run, findings: list[Finding], row: dict[str, Any], *, step: int) -> None:
+        """Record a step's or an evaluation's findings in its metrics row and the run, and print them."""
+        run.findings += findings
+        for finding in findings:
+            row[f"health/{finding.check}"] = 1.0
+        if findings:
+            self.console.print(health_report(findings, step=step, config=self.recipe.health), style="yellow",
+                               markup=False, highlight=False)
 
     def _checkpoint(self, run: _Run) -> None:
         """Save the state after its step: as `last`, or kept as step_N every save_interval steps and at the end."""
@@ -312,6 +332,8 @@ class LocalTrainer:
             for eval_set in self.eval_sets:
                 results.update(await self._evaluate_set(run, eval_set, step=step))
             await _free_memory(run.engine)
+        self._health(run, check_evaluation(run.train_rows, results, self.recipe.health), results, step=step)
+        run.eval_rows.append({"step": step, **results})
         run.metrics.write(step, "eval", results)
 
     async def _evaluate_set(self, run: _Run, eval_set: EvalSet, *, step: int) -> dict[str, Any]:
@@ -339,13 +361,22 @@ class LocalTrainer:
                            f"{'-' if p1 is None else f'{p1:.3f}'} over {len(eval_set.tasks)} tasks")
         return results
 
-    def _learning_summary(self, train_rows: list[dict[str, float]]) -> dict[str, Any]:
+    def _learning_summary(self, train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]]
+                          ) -> dict[str, Any]:
         """What the run learned: each eval set's pass@1 at its first and last evaluation with the paired
         standard error of the gain, and the training reward and share of mixed groups per step."""
         out: dict[str, Any] = {"train_reward": [r["rollout/reward_mean"] for r in train_rows],
                                "mixed_group_frac": [r["rollout/mixed_group_frac"] for r in train_rows], "eval": {}}
         if (trend := reward_trend(out["train_reward"])) is not None:
             out["train_reward_trend"] = trend
+        if self.recipe.health.action != "off":  # each check that fired, with the steps after which it did
+            fired: dict[str, list[int]] = {}
+            rows = [(i + 1, row) for i, row in enumerate(train_rows)] + [(int(r["step"]), r) for r in eval_rows]
+            for steps_done, row in rows:
+                for key in row:
+                    if key.startswith("health/"):
+                        fired.setdefault(key.removeprefix("health/"), []).append(steps_done)
+            out["health"] = {name: sorted(set(steps)) for name, steps in sorted(fired.items())}
         for name, history in self._evals.items():
             (first_step, first), (last_step, last) = history[0], history[-1]
             entry: dict[str, Any] = {
