@@ -140,7 +140,17 @@ def test_an_engine_on_other_weights_shows_as_a_logprob_mismatch(tmp_path: Path) 
     (row,) = _rows(tmp_path)
     if "train/train_rollout_logprob_abs_diff" not in row:
         pytest.fail(f"no update ran, so nothing was compared: {row}")
-    assert row["train/train_rollout_logprob_abs_diff"] > 0.01 and row["health/logprob_mismatch"] == 1.0
+    assert row["train/train_rollout_logprob_abs_diff"] > 0.01 and row["health/logprob_mismatch"] == 1.0  # 0.19 seen
+
+
+def test_an_engine_on_the_trained_weights_shows_no_mismatch(tmp_path: Path) -> None:
+    from codedojo.inference import LocalEngine
+
+    tasks = [make_answer_task(tmp_path / "tasks", f"t{i}") for i in range(2)]
+    _run(tmp_path, tasks, [], health=HealthConfig(max_logprob_mismatch=0.01, no_mixed_group_steps=3),
+         engine=lambda loaded: LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=0))
+    (row,) = _rows(tmp_path)
+    assert row["train/train_rollout_logprob_abs_diff"] < 0.01 and "health/logprob_mismatch" not in row  # 2.7e-4
 
 
 def test_a_training_reward_far_from_the_held_out_one_is_a_finding(tmp_path: Path) -> None:
