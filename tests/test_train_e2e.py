@@ -110,6 +110,11 @@ def test_a_run_trains_every_parameter_and_writes_everything(trained: tuple[Path,
     learning = json.loads((run.run_dir / "learning.json").read_text())
     assert learning == run.summary["learning"]
     assert set(learning["health"]) <= {"logprob_mismatch"}
+    # what a solved episode cost, per step and over the run (the sandboxes held and the prompts computed)
+    assert all(r["cost/sandbox_seconds"] > 0 and r["cost/prefilled_tokens"] > 0 for r in train)
+    cost = learning["cost"]
+    assert cost["solved_episodes"] == sum(round(r["rollout/solved_frac"] * r["rollout/valid"]) for r in train) > 0
+    assert cost["machine_seconds_per_solved"] == pytest.approx(cost["machine_seconds"] / cost["solved_episodes"])
     assert learning["train_reward"] == [r["rollout/reward_mean"] for r in train]
     held = learning["eval"]["held-out"]
     assert (held["before"]["step"], held["after"]["step"]) == (1, 2) and held["gain"]["tasks"] == 2

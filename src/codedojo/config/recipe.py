@@ -183,6 +183,22 @@ class HealthConfig:
             raise RecordError("HealthConfig: max_solved_without_command must be >= 0 and max_logprob_mismatch > 0")
 
 
+@dataclass(frozen=True, kw_only=True)
+class PriceTable:
+    """What the machine and the sandboxes cost, for the cost per solved episode in money (codedojo.train.cost)."""
+
+    machine_per_hour: float
+    """The training machine (engine and trainer), per hour of the run's wall clock."""
+    sandbox_per_hour: float = 0.0
+    """One sandbox, per hour it is held (local sandboxes run on the machine: 0)."""
+    currency: str = "USD"
+    """What the two prices are in."""
+
+    def __post_init__(self) -> None:
+        if self.machine_per_hour < 0 or self.sandbox_per_hour < 0:
+            raise RecordError("PriceTable: prices must be >= 0")
+
+
 _ENV_FIELDS = {
     "ASYNC_RL_REWARD_SHAPE": ("reward_shape", str),
     "SLIME_AGENT_SANDBOX_CPU": ("sandbox_cpus", float),
@@ -350,6 +366,8 @@ class Recipe:
     """Checkpoint every this many steps (the last step is always saved when set)."""
     health: HealthConfig = field(default_factory=HealthConfig)
     """Health checks after every step (local backend): a run whose rewards look wrong warns or stops."""
+    prices: PriceTable | None = None
+    """Prices of the machine and the sandboxes: the cost per solved episode also in money (local backend)."""
     save_debug_rollout_data: str | None = None
     """Path template of per-step rollout dumps, with {rollout_id}."""
     custom_rollout_log_function: str | None = None

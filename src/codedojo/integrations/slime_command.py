@@ -83,6 +83,7 @@ MAPPED: dict[str, str] = {
     "lora_rank": "0 dropped; > 0 refused (no LoRA in slime's Megatron backend)",
     "curriculum": "None dropped; set, refused (slime samples its prompt dataset uniformly)",
     "health": "the local trainer's health checks; not run on slime (its agentic/* metrics carry what they read)",
+    "prices": "the local trainer's cost in money; not rendered (slime's agentic/* metrics carry tokens and phases)",
     "eval_config": f"written to {EVAL_CONFIG_FILE}, --eval-config; each dataset gets metadata_overrides.task_root",
     "extra_config": f"written to {EXTRA_CONFIG_FILE}, --custom-config-path",
     "custom_rollout_log_function": "--custom-rollout-log-function-path (module:function becomes module.function)",
@@ -251,7 +252,7 @@ def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict
         flags.add("custom_config_path", f"{files_dir}/{EXTRA_CONFIG_FILE}")
     elif name == "custom_rollout_log_function" and value:
         flags.add("custom_rollout_log_function_path", value.replace(":", "."))
-    # lora_rank and curriculum (checked), health (local only), sandbox_backend and sandbox_network
+    # lora_rank and curriculum (checked), health and prices (local only), sandbox_backend and sandbox_network
     # (extra_config), async_mode (entry point), disable_grpo_std_normalization (with advantage_estimator) and
     # the environment fields (job_environment) need nothing here.
 

@@ -95,6 +95,16 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"training reward, first {trend['steps_per_half']} steps {num(trend['first_half'])} -> last "
                      f"{trend['steps_per_half']} {num(trend['second_half'])}: {num(trend['change'], True)} +- "
                      f"{num(trend['stderr'])} (step-to-step spread)")
+    if cost := summary.get("cost"):
+        line = f"cost: {cost['solved_episodes']:g} solved training episodes"
+        if cost.get("solved_episodes"):
+            line += (f"; per solved episode {cost['sampled_tokens_per_solved']:,.0f} sampled and "
+                     f"{cost['prefilled_tokens_per_solved']:,.0f} prefilled tokens, "
+                     f"{cost['sandbox_seconds_per_solved']:,.1f} sandbox-s, {cost['machine_seconds_per_solved']:,.1f} "
+                     "machine-s")
+            if "money_per_solved" in cost:
+                line += f", {cost['money_per_solved']:.4f} {cost['currency']}"
+        lines.append(line)
     if "health" in summary:
         fired = summary["health"]
         lines.append("health checks: " + ("none fired" if not fired else "; ".join(

@@ -22,6 +22,9 @@ in the local trainer's metrics.jsonl. Weight-version spread is always "async/*".
     infra_retries_mean               extra attempts per episode
     phase/<phase>_sec_mean|max       wall seconds per phase (environment_setup, agent, verifier, ...)
     sampled_tokens, total_tokens     tokens the policy sampled, and all tokens of the episodes
+    prefilled_tokens                 prompt tokens the engine computed (not served from its cache; records that
+                                     count them)
+    sandbox_seconds                  sum over episodes of the seconds each held its sandbox (SANDBOX_PHASES)
     trained_token_frac               sampled tokens of valid episodes / response tokens
     drift_tokens                     tokens re-encoded differently from how they were sampled
 """
@@ -36,6 +39,8 @@ from typing import Any
 
 from codedojo.trial.status import EpisodeStatus
 
+SANDBOX_PHASES = ("environment_setup", "agent", "verifier", "teardown")
+"""The trial phases during which an episode holds its sandbox: their sum is its sandbox-seconds."""
 PHASES = ("environment_setup", "agent", "verifier", "teardown", "agent_generate", "agent_exec")
 
 
@@ -107,6 +112,8 @@ def _behaviour(meta: list[dict[str, Any]]) -> dict[str, float]:
     out = {"turns_mean": statistics.fmean(turns), "turns_max": max(turns), "turns_p90": percentile(turns, 90),
            "exec_timeout_frac": sum((m.get("exec_timeouts") or 0) > 0 for m in meta) / n,
            "infra_retries_mean": statistics.fmean(max(0, (m.get("attempts") or 1) - 1) for m in meta)}
+    out["sandbox_seconds"] = sum(float((m.get("timings") or {}).get(phase) or 0.0) for m in meta
+                                 for phase in SANDBOX_PHASES)
     for phase in PHASES:
         values = [float(m["timings"][phase]) for m in meta if phase in (m.get("timings") or {})]
         if values:
@@ -122,5 +129,6 @@ def _tokens(samples: Sequence[Any], meta: list[dict[str, Any]], valid: list[bool
     trained = sum(sum(mask) for mask, ok in zip(masks, valid, strict=True) if ok)
     return {"sampled_tokens": float(sum(sum(mask) for mask in masks)),
             "total_tokens": float(sum(len(_get(s, "tokens") or []) for s in samples)),
+            "prefilled_tokens": float(sum(int(m.get("prefilled_tokens") or 0) for m in meta)),
             "trained_token_frac": trained / response_tokens if response_tokens else 0.0,
             "drift_tokens": float(sum(int(m.get("drift") or 0) for m in meta))}

@@ -35,6 +35,7 @@ from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
+from codedojo.train.cost import run_cost, step_cost
 from codedojo.train.curriculum import CurriculumSampler, tier_metrics
 from codedojo.train.health import Finding, RunUnhealthy, check_evaluation, check_step
 from codedojo.train.health import report as health_report
@@ -257,6 +258,7 @@ class LocalTrainer:
         with run.trace.span("weight_sync", step=step):
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
+        row.update(step_cost(row, self.recipe.prices))
         self._health(run, check_step([*run.train_rows, row], self.recipe.health), row, step=step + 1)
         # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
         logged = run.hook is not None and run.hook(step, self.recipe, records, dict(row), rollout_seconds)
@@ -369,6 +371,7 @@ class LocalTrainer:
                                "mixed_group_frac": [r["rollout/mixed_group_frac"] for r in train_rows], "eval": {}}
         if (trend := reward_trend(out["train_reward"])) is not None:
             out["train_reward_trend"] = trend
+        out["cost"] = run_cost(train_rows, self.recipe.prices)
         if self.recipe.health.action != "off":  # each check that fired, with the steps after which it did
             fired: dict[str, list[int]] = {}
             rows = [(i + 1, row) for i, row in enumerate(train_rows)] + [(int(r["step"]), r) for r in eval_rows]
