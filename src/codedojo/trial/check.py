@@ -1,7 +1,11 @@
-"""Check that tasks behave: the reference solution scores 1.0 and doing nothing scores 0.0.
+"""Check that tasks behave: the reference solution scores 1.0, doing nothing scores 0.0, and the environment
+holds no history of the fix.
 
-A task that fails this is broken (its tests do not detect the bug, or its solution does not fix it) and
-would feed noise into training. Runs each task through the real trial runner, several at once.
+A task that fails this is broken (its tests do not detect the bug, its solution does not fix it, or an agent
+could read the fix from git history, a stash, a remote, a pip cache or an installed copy:
+trial.contamination) and would feed noise or a shortcut into training. Runs each task through the real
+trial runner, several at once; the contamination probe runs on a fresh environment as the task builds it,
+before the runner's scrub.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from codedojo.sandbox import SandboxError, start_sandbox
 from codedojo.sandbox.base import SandboxLimits
+from codedojo.tasks.dockerfile import UnsupportedEnvironment
 from codedojo.tasks.task import Task, TaskError
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
+from codedojo.trial.contamination import scan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,12 +77,43 @@ async def check_task(path: Path, *, backend: str = "local", network: bool | None
     except TaskError as e:
         return CheckReport(task=path.name, path=str(path), oracle_reward=None, nop_reward=None,
                            problem=f"invalid: {e}", seconds=time.monotonic() - started)
-    options = TrialOptions(backend=backend, limits=SandboxLimits(network=network))
+    limits = SandboxLimits(network=network)
+    options = TrialOptions(backend=backend, limits=limits)
+    contaminated = await _contamination(task, backend=backend, limits=limits)
     oracle = await run_trial(task, OracleAgent(), options=options)
     nop = await run_trial(task, NopAgent(), options=options)
+    problem = _problem(oracle, nop)
+    if contaminated:
+        problem = "; ".join([f"contaminated: {finding}" for finding in contaminated] + ([problem] if problem else []))
     return CheckReport(task=task.name, path=str(path), oracle_reward=oracle.reward if oracle.reward_valid else None,
-                       nop_reward=nop.reward if nop.reward_valid else None, problem=_problem(oracle, nop),
+                       nop_reward=nop.reward if nop.reward_valid else None, problem=problem,
                        seconds=time.monotonic() - started)
+
+
+def fix_paths(task: Task) -> list[str]:
+    """The workdir-relative files the task's reference fix changes: the metadata's `file` (bundled and synth
+    tasks), else the paths of solution/*.patch (SWE-rebench tasks); empty when neither says."""
+    from codedojo.tasks.swerebench.scripts import patch_paths
+
+    file = task.config.metadata.get("file")
+    if isinstance(file, str) and file:
+        return [file]
+    paths: list[str] = []
+    for patch in sorted(task.solution_dir.glob("*.patch")) if task.solution_dir.is_dir() else []:
+        paths += patch_paths(patch.read_text(encoding="utf-8", errors="replace"))
+    return paths
+
+
+async def _contamination(task: Task, *, backend: str, limits: SandboxLimits) -> list[str]:
+    """What the probe finds in a fresh environment of `task` (a start failure is left to the trials)."""
+    try:
+        sandbox = await start_sandbox(task, backend=backend, limits=limits)
+    except (SandboxError, UnsupportedEnvironment, OSError):
+        return []
+    try:
+        return await scan(sandbox, changed_paths=fix_paths(task))
+    finally:
+        await asyncio.shield(sandbox.close())
 
 
 async def check_tasks(paths: list[Path], *, workers: int = 2, backend: str = "local",

@@ -3,7 +3,10 @@
     preflight          `${VAR}` templates of [environment].env and [verifier].env resolved from the host;
                        a missing variable is a task error before anything starts
     environment_setup  sandbox start, under [environment].build_timeout_sec (the backend settles the
-                       task's network policy and users here, refusing what it cannot give)
+                       task's network policy and users here, refusing what it cannot give); then, with
+                       `scrub_history`, the history that could hold the fix is removed from the workdir
+                       (trial.contamination: stashes, remotes, refs ahead of HEAD, reflog, unreachable
+                       objects, pip caches)
     agent              agent.run as [agent].user, under [agent].timeout_sec (None = no limit); a
                        timed-out or failed agent is still verified, as in Harbor
     verifier           tests/ uploaded only now; test.sh as [verifier].user under [verifier].timeout_sec
@@ -35,6 +38,7 @@ from codedojo.tasks.dockerfile import UnsupportedEnvironment
 from codedojo.tasks.env import MissingVariable, resolve_env
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import Agent, AgentOutcome
+from codedojo.trial.contamination import scrub
 from codedojo.trial.result import PhaseTimings, TrialResult
 from codedojo.trial.status import EpisodeStatus
 from codedojo.trial.verifier import VerifierError, verifier_env, verify
@@ -57,6 +61,8 @@ class TrialOptions:
     """Scales every task timeout (slow machines, debugging)."""
     trials_dir: Path | None = None
     """Where each trial's directory (result.json, agent/, verifier/) is written; None keeps nothing."""
+    scrub_history: bool = True
+    """Remove what could hold the fix from the workdir before the agent starts (trial.contamination.scrub)."""
 
 
 def _trial_dir(task: Task, options: TrialOptions) -> Path | None:
@@ -111,6 +117,12 @@ async def _phases(task: Task, agent: Agent, unfinished: TrialResult, *, options:
         why = "timed out" if isinstance(e, TimeoutError) else str(e)
         return replace(unfinished, status=EpisodeStatus.SANDBOX_ERROR, error=f"environment did not start: {why}")
     sandboxes.append(sandbox)
+    if options.scrub_history:
+        try:
+            await scrub(sandbox)
+        except SandboxError as e:
+            timings["environment_setup"] = time.monotonic() - t0
+            return replace(unfinished, status=EpisodeStatus.SANDBOX_ERROR, error=f"scrubbing the workdir failed: {e}")
     timings["environment_setup"] = time.monotonic() - t0
     if not task.steps:
         config = task.config
