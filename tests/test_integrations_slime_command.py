@@ -91,7 +91,8 @@ def test_the_tutorial_recipe_renders_the_golden_command() -> None:
         "agentic_max_steps": 75, "agentic_episode_timeout": 1800.0, "agentic_eval_timeout": None,
         "agentic_exec_timeout": 120.0, "agentic_max_format_errors": 3, "agentic_max_infra_retries": 2,
         "router_policy": "consistent_hashing", "custom_generate_function_path": "codedojo.integrations.slime.generate",
-        "skip_eval_before_train": False, "agentic_sandbox_backend": "local", "agentic_sandbox_network": False}
+        "skip_eval_before_train": False, "agentic_sandbox_backend": "local", "agentic_sandbox_network": False,
+        "agentic_flagged_episodes": "zero"}
     assert yaml.safe_load(command.files["eval_config.yaml"]) == {
         "defaults": {"n_samples_per_eval_prompt": 1, "temperature": 0.6, "top_p": 1.0},
         "datasets": [{"name": "eval", "path": f"{DATA}/eval.jsonl",
@@ -348,3 +349,15 @@ def test_the_scale_out_doc_says_where_every_recipe_field_goes() -> None:
     doc = (Path(__file__).parents[1] / "docs" / "scale-out.md").read_text()
     missing = [f.name for f in dataclasses.fields(Recipe) if f"`{f.name}`" not in doc]
     assert missing == []
+
+
+def test_the_generate_hook_reads_what_a_flagged_episode_gets() -> None:
+    command = _render(tutorial_recipe(flagged_episodes="keep"))
+    args = SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=30000, hf_checkpoint="tiny-llama",
+                           **yaml.safe_load(command.files["extra_config.yaml"]))
+    assert HookSettings.from_args(args, evaluation=False, environ=command.env).flagged_episodes == "keep"
+    bare = SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=30000, hf_checkpoint="tiny-llama")
+    assert HookSettings.from_args(bare, evaluation=False, environ={}).flagged_episodes == "zero"
+    bare.agentic_flagged_episodes = "hide"
+    with pytest.raises(HookConfigError, match="agentic_flagged_episodes = 'hide'"):
+        HookSettings.from_args(bare, evaluation=False, environ={})

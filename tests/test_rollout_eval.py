@@ -134,7 +134,7 @@ def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch, tmp_
     assert episode.attempts == 2 and episode.status is EpisodeStatus.SUBMITTED and episode.reward == 1.0
     (written,) = [json.loads(f.read_text()) for f in tmp_path.glob("*.json")]  # the trajectory file, with the outcome
     assert written["metadata"] == {"group": 0, "sample": 0, "attempts": 2, "seed": None, "valid": True,
-                                   "solved": True, "trial_status": "submitted"}
+                                   "solved": True, "trial_status": "submitted", "verifier_solved": True, "flags": []}
     assert (written["rewards"], written["reward"]) == ({"reward": 1.0}, 1.0)
 
 

@@ -81,7 +81,7 @@ def test_the_trajectory_file_adds_the_records_outcome_and_sft_filters_on_it(tmp_
     assert list(data)[-4:] == ["timings", "rewards", "reward", "metadata"]
     assert (data["rewards"], data["reward"]) == ({"reward": 1.0}, 1.0)
     assert data["metadata"] == {"group": 0, "sample": 0, "attempts": 1, "seed": None, "valid": True, "solved": True,
-                                "trial_status": "submitted"}
+                                "trial_status": "submitted", "verifier_solved": True, "flags": []}
     assert data["timings"] == {"generate": 0.5, "agent": 2.0, "verifier": 1.0, "agent_generate": 0.5}
     assert json.loads((tmp_path / "unverified.json").read_text())["reward"] is None
     assert Trajectory.load(tmp_path / "unverified.json") == failed.trajectory

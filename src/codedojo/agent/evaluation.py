@@ -15,7 +15,13 @@ from rich.console import Console
 
 from codedojo.agent.loop import AgentConfig, episode_id_for
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
+from codedojo.agent.rollout import (
+    Episode,
+    EpisodeRequest,
+    FlaggedEpisodes,
+    RolloutConfig,
+    run_episodes_with_progress,
+)
 from codedojo.inference.protocol import Engine
 from codedojo.journal import open_journal
 from codedojo.tasks.task import Task
@@ -159,12 +165,15 @@ not a trajectory). The finished episodes are the trajectory files themselves."""
 
 def _settings(tasks: Sequence[Task], *, n: int, seed: int, agent_config: AgentConfig, model: str | None,
               rollout: RolloutConfig) -> dict[str, Any]:
-    return {"format": "codedojo-evaluation-1", "model": model, "n": n, "seed": seed,
-            "tasks": [t.name for t in tasks], "reward_shape": rollout.reward_shape, "agent": asdict(agent_config)}
+    settings = {"format": "codedojo-evaluation-1", "model": model, "n": n, "seed": seed,
+                "tasks": [t.name for t in tasks], "reward_shape": rollout.reward_shape, "agent": asdict(agent_config)}
+    if rollout.flagged_episodes != "zero":  # only when set: journals written before the setting existed still match
+        settings["flagged_episodes"] = rollout.flagged_episodes
+    return settings
 
 
 def finished_episodes(requests: Sequence[EpisodeRequest], folder: Path, *, settings: dict[str, Any],
-                      reward_shape: RewardShape) -> dict[int, Episode]:
+                      reward_shape: RewardShape, flagged_episodes: FlaggedEpisodes = "zero") -> dict[int, Episode]:
     """The episodes of `requests` (by index) an earlier run of the same evaluation left in `folder`.
 
     The folder's settings journal (`codedojo.journal`) must hold `settings` (tasks, n, seed, agent settings, model):
@@ -181,7 +190,8 @@ def finished_episodes(requests: Sequence[EpisodeRequest], folder: Path, *, setti
     for i, request in enumerate(requests):
         name = episode_id_for(request.task.name, request.seed)
         shape = shape_for(request.task, reward_shape)
-        episode = Episode.load_finished(folder / f"{name}.json", request, reward_shape=shape)
+        episode = Episode.load_finished(folder / f"{name}.json", request, reward_shape=shape,
+                                        flagged_episodes=flagged_episodes)
         if episode is not None:
             found[i] = episode
     return found
@@ -207,7 +217,7 @@ async def evaluate(tasks: Sequence[Task], *, engine: Engine, n: int, agent_confi
     if trajectory_dir is not None:
         settings = _settings(tasks, n=n, seed=seed, agent_config=agent_config, model=model, rollout=rollout)
         done = finished_episodes(requests, Path(trajectory_dir), settings=settings,
-                                 reward_shape=rollout.reward_shape)
+                                 reward_shape=rollout.reward_shape, flagged_episodes=rollout.flagged_episodes)
         if done and console is not None:
             console.print(f"resuming: {len(done)} of {len(requests)} episodes already in {trajectory_dir}")
     todo = [r for i, r in enumerate(requests) if i not in done]

@@ -25,6 +25,7 @@ from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import PromptProfile
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
+from codedojo.trial.hacking import FlaggedEpisodes
 from codedojo.trial.result import PhaseTimings, TrialResult
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
@@ -44,6 +45,9 @@ class RolloutConfig:
     """Fresh attempts for an episode that ended in an infrastructure failure."""
     reward_shape: RewardShape = "binary"
     """How a verifier's rewards become the training scalar (tasks may override)."""
+    flagged_episodes: FlaggedEpisodes = "zero"
+    """What an episode with a reward-hacking flag (trial.hacking) gets: "zero" (reward 0, not solved in
+    evaluation) or "keep" (the verifier's verdict)."""
     trial: TrialOptions = field(default_factory=TrialOptions)
     """Sandbox backend, limits and timeout multiplier."""
 
@@ -73,6 +77,8 @@ class Episode:
     """How the verifier's rewards become the training reward (the task's shape, else the run's)."""
     attempts: int
     """Trials run (1 + infrastructure retries)."""
+    flagged_episodes: FlaggedEpisodes = "zero"
+    """What a reward-hacking flag does to the reward (RolloutConfig.flagged_episodes)."""
 
     @property
     def status(self) -> EpisodeStatus:
@@ -97,13 +103,21 @@ class Episode:
         return self.result.rewards if self.valid else None
 
     @property
+    def flags(self) -> tuple[str, ...]:
+        """The trial's reward-hacking flags."""
+        return self.result.flags
+
+    @property
     def reward(self) -> float | None:
-        """The training reward under `reward_shape`; None without a valid reward."""
-        return shaped_reward(self.result, self.reward_shape)
+        """The training reward under `reward_shape`; None without a valid reward; 0 for a flagged episode under
+        flagged_episodes "zero"."""
+        reward = shaped_reward(self.result, self.reward_shape)
+        return 0.0 if reward is not None and self.flags and self.flagged_episodes == "zero" else reward
 
     @property
     def solved(self) -> bool:
-        return self.result.solved
+        """The verifier passed it (and, under flagged_episodes "zero", no reward-hacking flag was raised)."""
+        return self.result.solved and not (self.flags and self.flagged_episodes == "zero")
 
     @property
     def timings(self) -> dict[str, float]:
@@ -121,12 +135,14 @@ class Episode:
             return None
         r = self.request
         metadata = {**t.metadata, "group": r.group, "sample": r.sample, "attempts": self.attempts, "seed": r.seed,
-                    "valid": self.valid, "solved": self.solved, "trial_status": self.status.value}
+                    "valid": self.valid, "solved": self.solved, "trial_status": self.status.value,
+                    "verifier_solved": self.result.solved, "flags": list(self.flags)}
         written = replace(t, metadata=metadata, timings={**t.timings, **self.timings})
         return written.save(folder / f"{t.episode_id}.json", rewards=self.rewards, reward=self.reward)
 
     @classmethod
-    def load_finished(cls, path: Path, request: EpisodeRequest, *, reward_shape: RewardShape) -> Episode | None:
+    def load_finished(cls, path: Path, request: EpisodeRequest, *, reward_shape: RewardShape,
+                      flagged_episodes: FlaggedEpisodes = "zero") -> Episode | None:
         """The episode `save_trajectory` wrote to `path` for `request`, or None where there is nothing to reuse:
         no file, a file of another episode, one written before the trial's verdicts were recorded, or an
         episode without a valid reward (an infrastructure failure is run again)."""
@@ -143,8 +159,9 @@ class Episode:
         result = TrialResult(task_name=request.task.name, task_path=str(request.task.path), agent="resumed",
                              status=EpisodeStatus(meta["trial_status"]), rewards=data.get("rewards"),
                              timings=PhaseTimings(**{k: timings[k] for k in PHASES if k in timings}),
-                             trajectory=trajectory)
-        return cls(request=request, result=result, reward_shape=reward_shape, attempts=int(meta.get("attempts", 1)))
+                             flags=tuple(meta.get("flags") or ()), trajectory=trajectory)
+        return cls(request=request, result=result, reward_shape=reward_shape, attempts=int(meta.get("attempts", 1)),
+                   flagged_episodes=flagged_episodes)
 
 
 class ThrottledEngine:
@@ -189,7 +206,8 @@ async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: 
             result = await run_trial(request.task, agent, options=rollout.trial)
         if not result.status.is_infrastructure or attempts > rollout.max_infra_retries:
             break
-    episode = Episode(request=request, result=result, reward_shape=shape, attempts=attempts)
+    episode = Episode(request=request, result=result, reward_shape=shape, attempts=attempts,
+                      flagged_episodes=rollout.flagged_episodes)
     if trajectory_dir is not None:
         episode.save_trajectory(trajectory_dir)
     return episode

@@ -386,6 +386,9 @@ class Recipe:
     """CPU cores per sandbox (None: the task's)."""
     sandbox_memory_mb: int | None = None
     """Memory per sandbox (None: the task's)."""
+    flagged_episodes: Literal["zero", "keep"] = "zero"
+    """What an episode with a reward-hacking flag gets (codedojo.trial.hacking): "zero" (reward 0, unsolved in
+    evaluation; the flag counted apart from model failures) or "keep" (the verifier's verdict)."""
     sandbox_network: bool | None = False
     """Network of every training and eval episode's sandbox: False none (the safe default for a policy under
     training, whatever the task allows), None each task's network_mode (as `codedojo trial` does), True allow."""

@@ -80,6 +80,7 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
                              sample=_int(getattr(sample, "index", None)))
     # Retries are made here rather than in run_episode so that none starts after slime aborted.
     rollout = RolloutConfig(max_infra_retries=0, reward_shape=settings.reward_shape,
+                            flagged_episodes=settings.flagged_episodes,
                             trial=TrialOptions(backend=settings.sandbox_backend, limits=settings.sandbox_limits))
     try:
         attempts = 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from codedojo.config.recipe import ExtraConfig
 from codedojo.sandbox.base import SandboxLimits
+from codedojo.trial.hacking import FlaggedEpisodes
 from codedojo.trial.reward import REWARD_SHAPES, RewardShape
 
 _EXTRA = ExtraConfig()
@@ -50,6 +51,8 @@ class HookSettings:
     """Whole episode: rollout_max_context_len."""
     query_timeout_sec: float
     reward_shape: RewardShape
+    flagged_episodes: FlaggedEpisodes
+    """agentic_flagged_episodes (the recipe's `flagged_episodes`): "zero" when absent."""
     sandbox_backend: str
     sandbox_limits: SandboxLimits
     task_roots: tuple[Path, ...]
@@ -78,6 +81,10 @@ class HookSettings:
         if shape not in REWARD_SHAPES:
             raise HookConfigError(f"reward shape {shape!r} (ASYNC_RL_REWARD_SHAPE or agentic_reward_shape); "
                                   f"expected one of {REWARD_SHAPES}")
+        flagged = str(arg("agentic_flagged_episodes", "zero"))
+        if flagged not in ("zero", "keep"):
+            raise HookConfigError(f"agentic_flagged_episodes = {flagged!r}: expected 'zero' or 'keep' (the recipe's "
+                                  "flagged_episodes)")
         return cls(
             router_url=f"http://{ip}:{port}",
             tokenizer_name=str(tokenizer_name),
@@ -90,6 +97,7 @@ class HookSettings:
             max_context_tokens=int(arg("rollout_max_context_len", 32768)),
             query_timeout_sec=float(arg("agentic_query_timeout", DEFAULT_QUERY_TIMEOUT_SEC)),
             reward_shape=shape,  # type: ignore[arg-type]
+            flagged_episodes=flagged,  # type: ignore[arg-type]
             sandbox_backend=str(arg("agentic_sandbox_backend", env.get("CODEDOJO_SANDBOX_BACKEND", "local"))),
             sandbox_limits=sandbox_limits(env, network=sandbox_network(args)),
             task_roots=task_roots(args, env),

@@ -89,6 +89,7 @@ MAPPED: dict[str, str] = {
     "custom_rollout_log_function": "--custom-rollout-log-function-path (module:function becomes module.function)",
     "sandbox_backend": f"{EXTRA_CONFIG_FILE}: agentic_sandbox_backend",
     "sandbox_network": f"{EXTRA_CONFIG_FILE}: agentic_sandbox_network",
+    "flagged_episodes": f"{EXTRA_CONFIG_FILE}: agentic_flagged_episodes",
     "reward_shape": "environment ASYNC_RL_REWARD_SHAPE",
     "sandbox_cpus": "environment SLIME_AGENT_SANDBOX_CPU",
     "sandbox_memory_mb": "environment SLIME_AGENT_SANDBOX_MEMORY_MB",
@@ -252,9 +253,9 @@ def _mapped(name: str, value: Any, *, recipe: Recipe, flags: _Flags, files: dict
         flags.add("custom_config_path", f"{files_dir}/{EXTRA_CONFIG_FILE}")
     elif name == "custom_rollout_log_function" and value:
         flags.add("custom_rollout_log_function_path", value.replace(":", "."))
-    # lora_rank and curriculum (checked), health and prices (local only), sandbox_backend and sandbox_network
-    # (extra_config), async_mode (entry point), disable_grpo_std_normalization (with advantage_estimator) and
-    # the environment fields (job_environment) need nothing here.
+    # lora_rank and curriculum (checked), health and prices (local only), sandbox_backend, sandbox_network and
+    # flagged_episodes (extra_config), async_mode (entry point), disable_grpo_std_normalization (with
+    # advantage_estimator) and the environment fields (job_environment) need nothing here.
 
 
 def extra_config_data(recipe: Recipe) -> dict[str, Any]:
@@ -262,6 +263,7 @@ def extra_config_data(recipe: Recipe) -> dict[str, Any]:
     data = {f.name: getattr(recipe.extra_config, f.name) for f in dataclasses.fields(recipe.extra_config)}
     data["agentic_sandbox_backend"] = recipe.sandbox_backend
     data["agentic_sandbox_network"] = recipe.sandbox_network
+    data["agentic_flagged_episodes"] = recipe.flagged_episodes
     return data
 
 

@@ -19,6 +19,7 @@ CHARTS = (
     ("rollout/reward_mean", "train reward (mean over valid episodes)"),
     ("rollout/solved_frac", "solved fraction"),
     ("rollout/mixed_group_frac", "groups with mixed rewards (GRPO's signal)"),
+    ("rollout/flagged_frac", "episodes flagged for reward hacking (share)"),
     ("train/loss", "policy loss"),
     ("train/train_rollout_logprob_abs_diff", "trainer vs sampler |logprob diff|"),
     ("rollout/turns_mean", "turns per episode"),

@@ -25,6 +25,7 @@ in the local trainer's metrics.jsonl. Weight-version spread is always "async/*".
     prefilled_tokens                 prompt tokens the engine computed (not served from its cache; records that
                                      count them)
     sandbox_seconds                  sum over episodes of the seconds each held its sandbox (SANDBOX_PHASES)
+    flagged_frac, flag/<name>_frac   episodes with any reward-hacking flag (trial.hacking), and with each one
     trained_token_frac               sampled tokens of valid episodes / response tokens
     drift_tokens                     tokens re-encoded differently from how they were sampled
 """
@@ -93,6 +94,11 @@ def _outcomes(samples: Sequence[Any], meta: list[dict[str, Any]], valid: list[bo
     out.update({f"status/{name}_frac": count / n for name, count in sorted(statuses.items())})
     # a solve without any command but the submission: the task or its grader is broken, not solved
     out["solved_without_command"] = float(sum(1 for m in kept if m.get("solved") and m.get("commands") == 0))
+    # reward hacking (trial.hacking), counted apart from the model's failures: the share flagged, and per flag
+    flags = [m.get("flags") or [] for m in meta]
+    out["flagged_frac"] = sum(1 for f in flags if f) / n
+    for name in sorted({x for f in flags for x in f}):
+        out[f"flag/{name}_frac"] = sum(1 for f in flags if name in f) / n
     by_status: dict[str, list[float]] = {}
     groups: dict[Any, list[float]] = {}
     for (s, m), reward in zip(scored, rewards, strict=True):

@@ -95,7 +95,7 @@ def slime_sample(episode: Episode, *, index: int) -> dict[str, Any]:
                      "rewards": episode.rewards, "attempts": episode.attempts, "timings": episode.timings,
                      "turns": len(t.turns) if t else 0, "error": episode.error, "solved": episode.solved,
                      "exec_timeouts": sum(turn.timed_out for turn in t.turns) if t else 0,
-                     "commands": work_commands(t), "drift": t.drift if t else 0,
+                     "commands": work_commands(t), "drift": t.drift if t else 0, "flags": list(episode.flags),
                      "prefilled_tokens": sum(turn.prompt_tokens - turn.cached_tokens for turn in t.turns) if t else 0},
     }
 

@@ -84,6 +84,7 @@ def rollout_config_for(recipe: Recipe) -> RolloutConfig:
     return RolloutConfig(
         max_open_sandboxes=recipe.max_open_sandboxes, max_inflight_generations=recipe.sglang_server_concurrency,
         max_infra_retries=recipe.extra_config.agentic_max_infra_retries, reward_shape=recipe.reward_shape,
+        flagged_episodes=recipe.flagged_episodes,
         trial=TrialOptions(backend=recipe.sandbox_backend, limits=limits),
     )
 
@@ -352,6 +353,7 @@ class LocalTrainer:
             results[f"{prefix}/pass@{eval_set.n}"] = data[f"pass@{eval_set.n}"]
         for status, count in report.statuses.items():
             results[f"{prefix}/status/{status}"] = float(count)
+        results[f"{prefix}/flagged"] = float(sum(1 for e in report.episodes if e.flags))  # reward hacking
         self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
         history = self._evals.setdefault(eval_set.name, [])
         history.append((step, report))

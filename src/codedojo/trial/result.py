@@ -46,6 +46,9 @@ class TrialResult:
     """Host directory with result.json, agent/ and verifier/ (test-stdout.txt, reward file)."""
     details: dict[str, Any] = field(default_factory=dict)
     """Extra facts from the agent (turn counts, token counts, ...)."""
+    flags: tuple[str, ...] = ()
+    """Reward-hacking flags the trial raised (codedojo.trial.hacking.FLAGS); the verifier's verdict stands beside
+    them, and what a flagged episode's training reward is, the rollout decides."""
     trajectory: Trajectory | None = field(default=None, repr=False, compare=False)
     """The agent's trajectory, when it keeps one; not part of the JSON form (it is saved on its own)."""
 

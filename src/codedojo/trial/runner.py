@@ -9,7 +9,9 @@
                        objects, pip caches)
     agent              agent.run as [agent].user, under [agent].timeout_sec (None = no limit); a
                        timed-out or failed agent is still verified, as in Harbor
-    verifier           tests/ uploaded only now; test.sh as [verifier].user under [verifier].timeout_sec
+    verifier           the workdir's changes read first (trial.hacking, `detect_hacking`); tests/ uploaded
+                       only now; test.sh as [verifier].user under [verifier].timeout_sec; then the
+                       reward-hacking flags from the changes, the commands and the verdict
     teardown           sandbox closed, also on failure and cancellation
 
 A multi-step task repeats agent and verifier per step in the same sandbox (see `_steps`).
@@ -39,6 +41,7 @@ from codedojo.tasks.env import MissingVariable, resolve_env
 from codedojo.tasks.task import Task
 from codedojo.trial.agents import Agent, AgentOutcome
 from codedojo.trial.contamination import scrub
+from codedojo.trial.hacking import detect, literals_in_tests, workspace_changes
 from codedojo.trial.result import PhaseTimings, TrialResult
 from codedojo.trial.status import EpisodeStatus
 from codedojo.trial.verifier import VerifierError, verifier_env, verify
@@ -63,6 +66,8 @@ class TrialOptions:
     """Where each trial's directory (result.json, agent/, verifier/) is written; None keeps nothing."""
     scrub_history: bool = True
     """Remove what could hold the fix from the workdir before the agent starts (trial.contamination.scrub)."""
+    detect_hacking: bool = True
+    """Read the workdir's changes after the agent and flag reward hacking (trial.hacking; single-step tasks)."""
 
 
 def _trial_dir(task: Task, options: TrialOptions) -> Path | None:
@@ -128,7 +133,7 @@ async def _phases(task: Task, agent: Agent, unfinished: TrialResult, *, options:
         config = task.config
         out = await _episode(task, agent, sandbox, unfinished, scale=scale, timings=timings,
                              agent_timeout=config.agent.timeout_sec, verifier_timeout=config.verifier.timeout_sec,
-                             agent_user=config.agent.user)
+                             agent_user=config.agent.user, detect_hacking=options.detect_hacking)
     else:
         out = await _steps(task, agent, sandbox, unfinished, scale=scale, timings=timings)
     await _collect_logs(sandbox, trial_dir)
@@ -150,7 +155,7 @@ def _preflight(task: Task) -> str | None:
 
 async def _episode(task: Task, agent: Agent, sandbox: Sandbox, unfinished: TrialResult, *, scale: float,
                    timings: dict[str, float], agent_timeout: float | None, verifier_timeout: float,
-                   agent_user: str | int | None) -> TrialResult:
+                   agent_user: str | int | None, detect_hacking: bool = False) -> TrialResult:
     """One agent phase and one verification (a single-step task, or one step of a multi-step one)."""
     t0 = time.monotonic()
     budget = agent_timeout * scale if agent_timeout is not None else None
@@ -173,7 +178,14 @@ async def _episode(task: Task, agent: Agent, sandbox: Sandbox, unfinished: Trial
 
     t0 = time.monotonic()
     try:
-        return replace(acted, rewards=await verify(task, sandbox, timeout_sec=verifier_timeout * scale))
+        changes = await workspace_changes(sandbox) if detect_hacking else None  # before the verifier touches it
+        verified = replace(acted, rewards=await verify(task, sandbox, timeout_sec=verifier_timeout * scale))
+        if changes is None:
+            return verified
+        found = await literals_in_tests(sandbox, changes)
+        return replace(verified, flags=detect(changes, verified.trajectory, solved=verified.solved,
+                                              submitted=verified.status is EpisodeStatus.SUBMITTED,
+                                              literals_in_tests=found))
     except VerifierError as e:
         return replace(acted, status=EpisodeStatus.VERIFIER_ERROR, error=str(e))
     except SandboxError as e:
