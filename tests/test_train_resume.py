@@ -25,7 +25,12 @@ from codedojo.tasks.task import Task, examples_dir
 STEPS = 3
 KILLED_AT = 1
 VOLATILE = ("time", "perf/", "rollout/phase/")
-"""Keys that measure wall time, which no two runs share."""
+"""Keys that measure wall time, which no two runs share, with every `*_seconds` key (sandbox-seconds, the cost
+metrics' machine- and sandbox-seconds)."""
+
+
+def _volatile(key: str) -> bool:
+    return key.startswith(VOLATILE) or key.endswith("_seconds")
 CLOSE = {"rel": 1e-6, "abs": 1e-6}
 """The sampler's logprobs vary by ~1e-8 between runs (the engine's batches depend on timing), and so does
 the train/sampler mismatch measured from them; everything else is equal exactly."""
@@ -71,7 +76,7 @@ def _rows(run_dir: Path) -> list[dict[str, Any]]:
     """The train rows of metrics.jsonl (the run has no evaluation), without the wall-time keys."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert {r.pop("kind") for r in rows} <= {"train"}
-    return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
+    return [{k: v for k, v in r.items() if not _volatile(k)} for r in rows]
 
 
 def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -80,7 +85,7 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     events = EventAccumulator(str(run_dir / "tensorboard"))
     events.Reload()
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
-            if not tag.startswith(VOLATILE)}
+            if not _volatile(tag)}
 
 
 @pytest.fixture(scope="module")
