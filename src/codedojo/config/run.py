@@ -26,7 +26,3 @@ class Run:
     @property
     def metrics_path(self) -> Path:
         return self.run_dir / "metrics.jsonl"
-
-    @property
-    def report_path(self) -> Path:
-        return self.run_dir / "report.html"

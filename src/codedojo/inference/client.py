@@ -16,7 +16,6 @@ dropped connection (a dead server) raises `EngineUnavailableError` at once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -228,19 +227,3 @@ def _version(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0  # SGLang reports "default" until a versioned update
-
-
-async def wait_until_healthy(base_url: str, *, timeout_s: float = 60.0) -> None:
-    """Poll GET /health until it answers 200 (a server starting up), or raise EngineTimeoutError."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-        while True:
-            try:
-                async with http.get(base_url.rstrip("/") + "/health") as response:
-                    if response.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            if asyncio.get_running_loop().time() > deadline:
-                raise EngineTimeoutError(f"{base_url} was not healthy within {timeout_s:.0f} s")
-            await asyncio.sleep(0.1)

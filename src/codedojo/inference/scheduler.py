@@ -41,7 +41,7 @@ from codedojo.inference.stopping import StopStrings
 from codedojo.inference.transformer import Transformer
 
 # A request waits for another row's prefill only when that saves at least this many tokens.
-MIN_SHARED_PREFIX = 32
+MIN_SHARED_PREFILL = 32
 # Row capacities are multiples of this many positions.
 CAPACITY_STEP = 256
 # With no running rows, a cache allocation larger than this is freed.
@@ -328,7 +328,7 @@ class Scheduler:
                 continue
             prompt = np.asarray(request.prompt, dtype=np.int64)
             source, reuse = self._best_prefix(request, prompt)
-            if self._prefill_in_flight(prompt) >= reuse + MIN_SHARED_PREFIX:
+            if self._prefill_in_flight(prompt) >= reuse + MIN_SHARED_PREFILL:
                 deferred.append(request)
                 continue
             try:

@@ -8,20 +8,3 @@
 
 Importing this package imports neither slime, ray nor modal; each is needed only where it is used.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-
-def launch_remote(config: Any, *, backend: str, address: str | None = None) -> Any:
-    """Launch `config` (a TrainConfig) on "slime" (a Ray cluster, or a dry run) or "modal"; returns a Run."""
-    if backend == "slime":
-        from codedojo.integrations.slime_launch import launch_slime
-
-        return launch_slime(config, address=address)
-    if backend == "modal":
-        from codedojo.integrations.modal_app import launch_modal
-
-        return launch_modal(config)
-    raise ValueError(f"unknown remote backend {backend!r}; choose 'slime' or 'modal'")

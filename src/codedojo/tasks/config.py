@@ -307,6 +307,3 @@ def _without_none(value: Any) -> Any:
         return [_without_none(v) for v in value]
     return value
 
-
-def save_task_config(config: TaskConfig, path: Path) -> None:
-    path.write_text(dump_task_config(config), encoding="utf-8")

@@ -81,11 +81,6 @@ def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30)
     return folder
 
 
-def builtin_warmup_suite(*, console: Console, per_repo: int = 30) -> Path:
-    """The bundled warm-up tier (see `builtin_suite`)."""
-    return builtin_suite(console=console, tier="warmup", per_repo=per_repo)
-
-
 def split_by_repository(paths: list[Path], *, held_out: tuple[str, ...]) -> tuple[list[Task], list[Task]]:
     train: list[Task] = []
     evaluation: list[Task] = []
