@@ -120,6 +120,8 @@ RUN git init -q && git -c user.name=t -c user.email=t@t add -A && git -c user.na
 
 
 def test_tasks_check_refuses_a_contaminated_task_and_a_trial_scrubs_it(make_task: MakeTask) -> None:
+    """Strict, the check refuses the history as built; by default it refuses what the scrub leaves (nothing
+    here) and names what it removed."""
     from codedojo.agent.loop import AgentConfig, AgentLoop
     from codedojo.agent.scripted import ScriptedPolicy
     from codedojo.inference.byte_tokenizer import byte_level_tokenizer
@@ -131,10 +133,14 @@ def test_tasks_check_refuses_a_contaminated_task_and_a_trial_scrubs_it(make_task
                      test_sh="#!/bin/bash\ngrep -q 'a + b' /app/calc.py && echo 1 > /logs/verifier/reward.txt "
                              "|| echo 0 > /logs/verifier/reward.txt\n",
                      solve_sh="#!/bin/bash\nsed -i 's/a - b/a + b/' /app/calc.py\n")
+    (strict,), _ = asyncio.run(check_tasks([task.path], workers=1, strict_history=True))
+    assert strict.oracle_reward == 1.0 and strict.nop_reward == 0.0  # it behaves, but as built it gives the fix away
+    assert strict.problem is not None and "contaminated: future_commits" in strict.problem
+    assert "contaminated: reflog" in strict.problem
+    # by default the check asks what an agent would see: the scrub removes it all, and says so
     (report,), _ = asyncio.run(check_tasks([task.path], workers=1))
-    assert report.oracle_reward == 1.0 and report.nop_reward == 0.0  # it behaves, but it gives the fix away
-    assert report.problem is not None and "contaminated: future_commits" in report.problem
-    assert "contaminated: reflog" in report.problem
+    assert report.ok, report.problem
+    assert {finding.split(":")[0] for finding in report.scrubbed} == {"future_commits", "reflog"}
 
     # what an agent sees in a trial: one commit, no branch with the fix
     look = "```bash\ngit log --all --oneline | wc -l; git reflog | wc -l; git branch -a\n```"
@@ -143,3 +149,19 @@ def test_tasks_check_refuses_a_contaminated_task_and_a_trial_scrubs_it(make_task
     assert result.trajectory is not None
     seen = result.trajectory.messages[-1]["content"]
     assert "upstream" not in seen and "\n1\n" in seen, seen
+
+
+def test_tasks_check_refuses_history_the_scrub_leaves(make_task: MakeTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    import codedojo.trial.check as check
+
+    async def scrub_that_removes_nothing(sandbox: object, **_: object) -> None:
+        return None
+
+    monkeypatch.setattr(check, "scrub", scrub_that_removes_nothing)
+    task = make_task(dockerfile=PLANTED, files={"environment/calc.py": "def add(a, b):\n    return a - b\n"},
+                     test_sh="#!/bin/bash\ngrep -q 'a + b' /app/calc.py && echo 1 > /logs/verifier/reward.txt "
+                             "|| echo 0 > /logs/verifier/reward.txt\n",
+                     solve_sh="#!/bin/bash\nsed -i 's/a - b/a + b/' /app/calc.py\n")
+    (report,), _ = asyncio.run(check.check_tasks([task.path], workers=1))
+    assert report.problem is not None and "contaminated: future_commits" in report.problem
+    assert report.scrubbed == ()

@@ -21,11 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = tasks_sub.add_parser(
         "check", help="run oracle and nop on tasks; report the ones that misbehave",
         description="Every task must score 1.0 with its reference solution (oracle) and 0.0 when nothing is "
-        "done (nop). Without paths, checks the bundled example tasks. Exit status 1 if any task misbehaves.")
+        "done (nop), and its environment must hold no history of the fix once the trials' scrub has run (future "
+        "commits, reflog, stash, remotes, unreachable objects, pip cache, an installed copy of the fixed package; "
+        "what the scrub removes is reported as scrubbed). Without paths, checks the bundled example tasks. Exit "
+        "status 1 if any task misbehaves.")
     p.add_argument("paths", nargs="*", type=Path, help="task directories, or folders holding tasks")
     p.add_argument("--workers", type=int, default=2, help="tasks checked at once (default: 2)")
     p.add_argument("--backend", default="local", help="sandbox backend (default: local)")
     p.add_argument("--json", action="store_true", help="print one JSON object per task")
+    p.add_argument("--strict-history", action="store_true",
+                   help="refuse any history of the fix in the environment as built, even what the scrub removes "
+                        "(for environments that should be built clean)")
     add_network_flags(p)
     p.set_defaults(func=_check)
 
@@ -88,7 +94,7 @@ def _check(args: argparse.Namespace) -> int:
         return 1
     console = Console(stderr=args.json)
     reports, wall = asyncio.run(check_tasks(paths, workers=args.workers, backend=args.backend, console=console,
-                                            network=args.network))
+                                            network=args.network, strict_history=args.strict_history))
     bad = [r for r in reports if not r.ok]
     if args.json:
         for r in reports:
@@ -99,8 +105,12 @@ def _check(args: argparse.Namespace) -> int:
             table.add_column(col, justify="right" if col in ("oracle", "nop", "seconds") else "left")
         for r in reports:
             verdict = "ok" if r.ok else f"[red]{r.problem}[/red]"
+            if r.scrubbed:
+                verdict += f" (scrubbed: {', '.join(f.split(':')[0] for f in r.scrubbed)})"
             table.add_row(r.task, r.oracle_text, r.nop_text, verdict, f"{r.seconds:.2f}")
         console.print(table)
+    scrubbed = sum(1 for r in reports if r.scrubbed)
     console.print(f"{len(reports) - len(bad)}/{len(reports)} task(s) behave; wall time {wall:.1f}s "
-                  f"with {args.workers} worker(s)")
+                  f"with {args.workers} worker(s)" + (f"; {scrubbed} had history of the fix that the trials' scrub "
+                                                      "removes" if scrubbed else ""))
     return 1 if bad else 0

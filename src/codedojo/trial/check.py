@@ -4,8 +4,11 @@ holds no history of the fix.
 A task that fails this is broken (its tests do not detect the bug, its solution does not fix it, or an agent
 could read the fix from git history, a stash, a remote, a pip cache or an installed copy:
 trial.contamination) and would feed noise or a shortcut into training. Runs each task through the real
-trial runner, several at once; the contamination probe runs on a fresh environment as the task builds it,
-before the runner's scrub.
+trial runner, several at once. The contamination probe runs on a fresh environment as the task builds it,
+then again after the scrub every trial runs before its agent: what the scrub removes (SWE-rebench-style images
+ship commits made after the bug) is reported as `scrubbed`, and the task is refused for what survives it (an
+installed copy of the fixed package). `strict_history` refuses whatever the first probe finds: for task
+authors whose environments should be built clean.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.dockerfile import UnsupportedEnvironment
 from codedojo.tasks.task import Task, TaskError
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
-from codedojo.trial.contamination import scan
+from codedojo.trial.contamination import scan, scrub
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +39,8 @@ class CheckReport:
     problem: str | None
     """None when the task behaves; otherwise what is wrong."""
     seconds: float
+    scrubbed: tuple[str, ...] = ()
+    """What the contamination probe found in the environment as built and the trials' scrub removes."""
 
     @property
     def ok(self) -> bool:
@@ -70,7 +75,8 @@ def _problem(oracle: TrialResult, nop: TrialResult) -> str | None:
     return None
 
 
-async def check_task(path: Path, *, backend: str = "local", network: bool | None = None) -> CheckReport:
+async def check_task(path: Path, *, backend: str = "local", network: bool | None = None,
+                     strict_history: bool = False) -> CheckReport:
     started = time.monotonic()
     try:
         task = Task.load(path)
@@ -79,7 +85,9 @@ async def check_task(path: Path, *, backend: str = "local", network: bool | None
                            problem=f"invalid: {e}", seconds=time.monotonic() - started)
     limits = SandboxLimits(network=network)
     options = TrialOptions(backend=backend, limits=limits)
-    contaminated = await _contamination(task, backend=backend, limits=limits)
+    built, after_scrub = await _contamination(task, backend=backend, limits=limits,
+                                              scrubbing=options.scrub_history)
+    contaminated = built if strict_history else after_scrub
     oracle = await run_trial(task, OracleAgent(), options=options)
     nop = await run_trial(task, NopAgent(), options=options)
     problem = _problem(oracle, nop)
@@ -87,7 +95,8 @@ async def check_task(path: Path, *, backend: str = "local", network: bool | None
         problem = "; ".join([f"contaminated: {finding}" for finding in contaminated] + ([problem] if problem else []))
     return CheckReport(task=task.name, path=str(path), oracle_reward=oracle.reward if oracle.reward_valid else None,
                        nop_reward=nop.reward if nop.reward_valid else None, problem=problem,
-                       seconds=time.monotonic() - started)
+                       seconds=time.monotonic() - started,
+                       scrubbed=tuple(finding for finding in built if finding not in after_scrub))
 
 
 def fix_paths(task: Task) -> list[str]:
@@ -104,20 +113,28 @@ def fix_paths(task: Task) -> list[str]:
     return paths
 
 
-async def _contamination(task: Task, *, backend: str, limits: SandboxLimits) -> list[str]:
-    """What the probe finds in a fresh environment of `task` (a start failure is left to the trials)."""
+async def _contamination(task: Task, *, backend: str, limits: SandboxLimits,
+                         scrubbing: bool) -> tuple[list[str], list[str]]:
+    """What the probe finds in a fresh environment of `task`, and what is left after the scrub a trial runs
+    (everything, when trials do not scrub). A start failure is left to the trials."""
     try:
         sandbox = await start_sandbox(task, backend=backend, limits=limits)
     except (SandboxError, UnsupportedEnvironment, OSError):
-        return []
+        return [], []
     try:
-        return await scan(sandbox, changed_paths=fix_paths(task))
+        changed = fix_paths(task)
+        built = await scan(sandbox, changed_paths=changed)
+        if not built or not scrubbing:
+            return built, built
+        await scrub(sandbox)
+        return built, await scan(sandbox, changed_paths=changed)
     finally:
         await asyncio.shield(sandbox.close())
 
 
 async def check_tasks(paths: list[Path], *, workers: int = 2, backend: str = "local",
-                      console: Console | None = None, network: bool | None = None) -> tuple[list[CheckReport], float]:
+                      console: Console | None = None, network: bool | None = None,
+                      strict_history: bool = False) -> tuple[list[CheckReport], float]:
     """Check every task, `workers` at a time; returns the reports in input order and the wall time."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -129,7 +146,7 @@ async def check_tasks(paths: list[Path], *, workers: int = 2, backend: str = "lo
 
         async def one(path: Path) -> CheckReport:
             async with gate:
-                report = await check_task(path, backend=backend, network=network)
+                report = await check_task(path, backend=backend, network=network, strict_history=strict_history)
             progress.advance(bar)
             return report
 
