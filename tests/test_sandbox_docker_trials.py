@@ -117,3 +117,27 @@ def test_a_swe_rebench_row_on_a_local_image_scores_one_with_oracle_and_zero_with
     assert nop.trial_dir is not None
     report = json.loads((Path(nop.trial_dir) / "verifier" / "report.json").read_text())
     assert report["fail_to_pass"]["tests"] == {"add": "FAILED"}
+
+
+def test_tasks_check_passes_a_swe_rebench_row_once_the_scrub_removes_its_later_commits(
+        docker_engine: DockerEngine, tmp_path: Path) -> None:
+    """A V2 image holds the repository at the base commit with the branch still at the fix and its tests (as the
+    real images can): `tasks check` passes it, naming the later commits the trials' scrub removes, and refuses
+    it with --strict-history."""
+    from codedojo.trial.check import check_tasks
+
+    context = tmp_path / "image"
+    row = _repository_and_row(context / "calc")
+    (context / "Dockerfile").write_text(f"FROM {docker_engine.base_image}\nCOPY calc /calc\nWORKDIR /calc\n")
+    client = docker.DockerClient(base_url=docker_engine.host, version=docker_host.API_VERSION)
+    client.images.build(path=str(context), tag=row["image_name"], rm=True, pull=False)
+    try:
+        task = convert_row(row, out_dir=tmp_path / "tasks")
+        (report,), _ = run(check_tasks([task.path], workers=1, backend="docker"))
+        (strict,), _ = run(check_tasks([task.path], workers=1, backend="docker", strict_history=True))
+    finally:
+        client.images.remove(row["image_name"])
+        client.close()
+    assert report.ok, report.problem
+    assert {finding.split(":")[0] for finding in report.scrubbed} == {"future_commits", "reflog"}  # the checkout
+    assert strict.problem is not None and "contaminated: future_commits" in strict.problem
