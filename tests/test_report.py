@@ -59,7 +59,7 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert "fix bug 0 &lt;b&gt;" in dom  # message text is escaped, not injected
     assert dom.count("<svg") >= 5 and "eval pass@1" in dom
     assert dom.count('class="errorbar"') == 2  # one per evaluation, from pass@1_stderr
-    assert "gain +0.150 +- 0.040 (paired over 8 tasks)" in dom
+    assert "gain +0.150 +- 0.040 (paired over 8 tasks): beyond noise (3.8 standard errors, a gain)" in dom
 
 
 def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
@@ -84,3 +84,14 @@ def test_every_committed_result_file_is_valid_json() -> None:
             json.loads(path.read_text())
         except ValueError as error:
             raise AssertionError(f"{path.relative_to(results)} is not valid JSON: {error}") from error
+
+
+def test_the_gain_is_called_beyond_or_within_noise_by_two_standard_errors() -> None:
+    from codedojo.train.report import noise_words
+
+    assert noise_words(0.15, 0.04).startswith("beyond noise (3.8 standard errors, a gain")
+    assert noise_words(-0.15, 0.05).startswith("beyond noise (3.0 standard errors, a loss")
+    assert noise_words(0.125, 0.227).startswith("within noise (0.6 standard errors")
+    assert noise_words(0.1, 0.05).startswith("within noise")  # exactly 2: not beyond
+    assert noise_words(0.0, 0.0) == "no spread to judge it by"
+    assert noise_words(None, None).startswith("no standard error")

@@ -74,6 +74,18 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], *, widt
     return "".join(parts)
 
 
+def noise_words(mean: float | None, stderr: float | None) -> str:
+    """Whether a paired difference is beyond two of its standard errors, in words a user reads at a glance."""
+    if mean is None or stderr is None:
+        return "no standard error (too few tasks)"
+    if stderr == 0.0:
+        return "no spread to judge it by" if mean == 0.0 else "beyond noise (no spread between tasks)"
+    ratio = abs(mean) / stderr
+    if ratio > 2:
+        return f"beyond noise ({ratio:.1f} standard errors, {'a gain' if mean > 0 else 'a loss'})"
+    return f"within noise ({ratio:.1f} standard errors; more than 2 would be a real change)"
+
+
 def learning_lines(summary: dict[str, Any]) -> list[str]:
     """The end-of-run summary of `LocalTrainer._learning_summary` as printable lines."""
 
@@ -88,6 +100,7 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
         if "gain" in entry:
             gain = entry["gain"]
             line += f"; gain {num(gain['mean'], True)} +- {num(gain['stderr'])} (paired over {gain['tasks']} tasks)"
+            line += ": " + noise_words(gain["mean"], gain["stderr"])
         lines.append(line)
     if summary["train_reward"]:
         lines.append("training reward per step: " + " ".join(f"{r:.3f}" for r in summary["train_reward"]))
