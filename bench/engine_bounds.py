@@ -47,10 +47,11 @@ def best_ms(fn: Callable[[], object], repeat: int, calls: int = 1) -> float:
 
 
 def in_place(model: Any, step: Callable[[], object], repeat: int) -> dict[str, float]:
-    """The step's total and, summed per step, the time inside each kind of call (fastest round)."""
+    """The step's total and, summed per step, the time inside each kind of call (fastest round), on the general
+    layers (`Transformer.wrapped_calls` times each call where it runs)."""
     spent = {"layer_matmuls": 0.0, "head": 0.0, "attention": 0.0, "rms_norm": 0.0}
 
-    def timed(fn: Callable[..., torch.Tensor], key: str) -> Callable[..., torch.Tensor]:
+    def timed(key: str, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         def call(*args: Any) -> torch.Tensor:
             start = time.perf_counter()
             out = fn(*args)
@@ -58,25 +59,22 @@ def in_place(model: Any, step: Callable[[], object], repeat: int) -> dict[str, f
             return out
         return call
 
-    saved = model._linear, model._head_linear, model._attention, transformer._rms_norm
-    model._linear, model._head_linear = timed(saved[0], "layer_matmuls"), timed(saved[1], "head")
-    model._attention, transformer._rms_norm = timed(saved[2], "attention"), timed(saved[3], "rms_norm")
-    model.one_token_path = False  # the general layers: every kind of call goes through the wrappers
+    before = model.options
+    model.options = before.updated(one_token_path=False)  # the general layers: every kind of call is wrapped
     try:
-        step()
-        fastest: dict[str, float] = {}
-        for _ in range(repeat):
-            for key in spent:
-                spent[key] = 0.0
-            start = time.perf_counter()
+        with model.wrapped_calls(timed):
             step()
-            total = time.perf_counter() - start
-            if not fastest or total * 1000 < fastest["step_ms"]:
-                fastest = {"step_ms": total * 1000, **{f"{k}_ms": v * 1000 for k, v in spent.items()}}
+            fastest: dict[str, float] = {}
+            for _ in range(repeat):
+                for key in spent:
+                    spent[key] = 0.0
+                start = time.perf_counter()
+                step()
+                total = time.perf_counter() - start
+                if not fastest or total * 1000 < fastest["step_ms"]:
+                    fastest = {"step_ms": total * 1000, **{f"{k}_ms": v * 1000 for k, v in spent.items()}}
     finally:
-        model._linear, model._head_linear, model._attention = saved[:3]
-        transformer._rms_norm = saved[3]
-        model.one_token_path = True
+        model.options = before
     fastest["other_ms"] = fastest["step_ms"] - sum(v for k, v in fastest.items() if k != "step_ms")
     out = {k: three_figures(v) for k, v in fastest.items()}
     out["attention_share"] = round(fastest["attention_ms"] / fastest["step_ms"], 3)
@@ -116,7 +114,7 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
         best_ms(lambda: model.forward(one_step, one), repeat, 10), 2)
     row = torch.randn(1, c.hidden_size)
     results["decode_1_row_400"]["rms_norm_alone_us"] = round(
-        best_ms(lambda: transformer._rms_norm(row, model.norm, c.rms_norm_eps), repeat, 2000) * 1000, 1)
+        best_ms(lambda: transformer.rms_norm(row, model.norm, c.rms_norm_eps), repeat, 2000) * 1000, 1)
     results["decode_1_row_400"]["rms_norm_calls"] = 2 * c.num_layers + 1
 
     rng = random.Random(0)
@@ -139,13 +137,13 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     entry["layer_matmul_gflop_s"] = round(flops / entry["layer_matmuls_ms"] / 1e6, 1)
     results["prefill_1024_tokens"] = entry
 
-    model._pack()
-    assert model._packed is not None
-    packed = [(m, getattr(p, name)) for layer, p in zip(model.layers, model._packed, strict=True)
-              for name, m in (("qkv", layer.qkv), ("o", layer.o), ("gate_up", layer.gate_up), ("down", layer.down))]
+    # the layer matrices as the engine multiplies them in fp32 steps: oneDNN's packed copies, its linear kernel
+    packed = [(m, transformer.pack_weight(m)) for layer in model.layers
+              for m in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    linear = transformer.pick_linear(model.device, torch.float32)
     inputs = {width: torch.randn(1, width) for width in {m.shape[1] for m, _ in packed}}
     layer_bytes = sum(m.numel() * m.element_size() for m, _ in packed)
-    back_to_back = best_ms(lambda: [model._linear(inputs[m.shape[1]], p, None) for m, p in packed], repeat, 3)
+    back_to_back = best_ms(lambda: [linear(inputs[m.shape[1]], p, None) for m, p in packed], repeat, 3)
     flat = torch.cat([m.flatten() for m, _ in packed])
     summed = best_ms(lambda: flat.sum(), repeat, 3)
     results["rates"] = {"layer_weights_mb": round(layer_bytes / 1e6, 1),

@@ -4,36 +4,37 @@
         [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,native_attention,native_rows,
                 sampler,bf16_one_row]
 
-- packed weights: linear layers on oneDNN-packed matrices (`transformer.pack_weight`) vs the plain
+- packed weights: linear layers on oneDNN-packed matrices (`EngineOptions.packed_weights`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
   and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13 decode rows), plus
   the resident memory the packed copies add;
 - small steps: a batch-1 decode step (one row at 400 positions) on the plain matrices through F.linear
   vs on the packed ones, the native one-row kernels off; "ours" is the one the engine picks at this thread count
   where those kernels are not built
-  (`transformer.SMALL_STEP_TOKENS`, `SMALL_STEP_MAX_THREADS`);
-- decode runs: ragged rows split into several attention calls (`step_batch.RUN_CALL_COST`) vs one
+  (`EngineOptions.small_step_tokens`, `small_step_max_threads`);
+- decode runs: ragged rows split into several attention calls (`EngineOptions.run_call_cost`) vs one
   masked call over every row, for the 16 ragged rows, both through SDPA (the native kernel below needs no
   runs);
 - native attention: decode tokens attending through the compiled kernel (`codedojo.inference.native`,
-  `transformer.NATIVE_DECODE_ATTENTION`) vs SDPA, for a batch-1 step (one row at 400 positions), 8 rows
+  `EngineOptions.native_attention`) vs SDPA, for a batch-1 step (one row at 400 positions), 8 rows
   at 1,000 positions and the 16 ragged rows, whole steps;
 - native rows: a batch-1 decode step with its matrices multiplied by our one-row kernels
-  (`native.linear_row`, `swiglu_row`; `transformer.NATIVE_ONE_ROW_LINEAR`) vs oneDNN on the packed copies
+  (`native.linear_row`, `swiglu_row`; `EngineOptions.native_rows`) vs oneDNN on the packed copies
   (or F.linear on the plain ones where the engine picks those), both on the one-token path, fp32 and bf16;
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
-  matrix-vector kernel: `transformer.REDUCED_GEMV_TOKENS`) vs on, with the fp32 engine's step for scale;
-  and the same step with its vocabulary head on an fp16 copy (`transformer.HALF_HEAD_LIMIT`) vs the fp32 head;
-- one-token path: a batch-1 decode step through `Transformer._one_token_layers` (fewer small kernels:
-  `transformer.ONE_TOKEN_PATH`) vs the general `_layers`, fp32 and bf16;
+  matrix-vector kernel: `EngineOptions.reduced_gemv_tokens`) vs on, with the fp32 engine's step for scale;
+  and the same step with its vocabulary head on an fp16 copy (`EngineOptions.half_head`) vs the fp32 head;
+- one-token path: a batch-1 decode step on the one-token layers (fewer small kernels:
+  `EngineOptions.one_token_path`) vs the general layers, fp32 and bf16;
 - causal prefill: a step prefilling one 1,024-token prompt from position 0, attention with SDPA's causal
-  flag (`transformer.CAUSAL_FIRST_CHUNKS`) vs the chunk's explicit mask;
-- sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler._inverse_cdf`) vs
+  flag (`EngineOptions.causal_first_chunks`) vs the chunk's explicit mask;
+- sampler: probabilities in fp32 and the two-level inverse-CDF search (`sampler.inverse_cdf`) vs
   float64 probabilities and one cumulative sum over the whole vocabulary (what it did before), 16 rows
   (median of 20 calls per round).
 
-Sides alternate; each keeps its fastest of --repeat rounds (the machine is shared). Prints one JSON
-object: milliseconds per step for both sides and the ratio (baseline / ours, > 1 means faster).
+Sides alternate on one model, which runs each side's `EngineOptions` (`Transformer.options`); each side keeps its
+fastest of --repeat rounds (the machine is shared). Prints one JSON object: milliseconds per step for both sides
+and the ratio (baseline / ours, > 1 means faster).
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ from typing import Any
 import psutil
 import torch
 
-from codedojo.inference import resolve_model, transformer
+from codedojo.inference import EngineOptions, resolve_model, transformer
 from codedojo.inference import step_batch as sb
 from codedojo.inference.kv_cache import KVCache
-from codedojo.inference.sampler import _inverse_cdf
+from codedojo.inference.sampler import inverse_cdf
 from codedojo.precision import native_bf16
+
+DEFAULTS = EngineOptions()
 
 
 def fastest_ms(fn: Callable[[], object], calls: int) -> float:
@@ -80,18 +83,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     cfg = model.config
     process = psutil.Process()
     rss_before = process.memory_info().rss
-    model._pack()
-    packed_copy_mib = (process.memory_info().rss - rss_before) >> 20
-    packed = model._packed
-    assert packed is not None
-    plain = [type(p)(qkv=layer.qkv, o=layer.o, gate_up=layer.gate_up, down=layer.down, qkv_bias=layer.qkv_bias,
-                     o_bias=layer.o_bias, gate_up_bias=layer.gate_up_bias, down_bias=layer.down_bias)
-             for p, layer in zip(packed, model.layers, strict=True)]
-    heads = {"packed": model._packed_head, "plain": model.lm_head}
-
-    def use(weights: str) -> None:
-        model._packed = packed if weights == "packed" else plain
-        model._packed_head = heads[weights]
+    copies = [transformer.pack_weight(m) for layer in model.layers for m in (layer.qkv, layer.o, layer.gate_up,
+                                                                             layer.down)]
+    copies.append(transformer.pack_weight(model.lm_head))
+    packed_copy_mib = (process.memory_info().rss - rss_before) >> 20  # what the engine's own packed copies add
+    del copies
 
     rng = random.Random(0)
     ragged = [rng.randint(500, 1600) for _ in range(16)]
@@ -101,9 +97,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
     def decode_step(lengths: list[int]) -> Callable[[], object]:
         rows = [(row, length - 1, 5) for row, length in enumerate(lengths)]
-        return lambda: model.forward(
-            sb.build_step(rows, prefills=[], sample_tokens=list(range(len(rows))), device=model.device), cache
-        )
+        return lambda: model.forward(sb.build_step(rows, prefills=[], sample_tokens=list(range(len(rows))),
+                                                   device=model.device, run_call_cost=model.options.run_call_cost),
+                                     cache)
 
     def prefill_step() -> object:
         decode = [(row, 900, 5) for row in range(3, 16)]
@@ -119,51 +115,28 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     }
     results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
                                "packed_weights/extra_rss_mib": packed_copy_mib}
-    split_cost = sb.RUN_CALL_COST
 
     def wanted(group: str) -> bool:
         return not args.only or group in args.only.split(",")
 
     for name, (fn, calls) in shapes.items():
         if name == "decode_1_row_400" or not wanted("packed_weights"):
-            continue  # one-token steps take the plain matrices whatever `use` sets: see small_step below
-
-        def side(weights: str, fn: Callable[[], object] = fn, calls: int = calls) -> Callable[[], float]:
-            return lambda: (use(weights), fastest_ms(fn, calls))[1]
-
-        results[f"packed_weights/{name}"] = ab({"ours": side("packed"), "baseline": side("plain")}, args.repeat)
-    use("packed")
-    limits = transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS
+            continue  # one-token steps take the plain matrices whatever the layout: see small_step below
+        results[f"packed_weights/{name}"] = switch_ab(model, "packed_weights", fn, calls, args.repeat)
 
     def small_step_side(plain: bool) -> Callable[[], float]:
-        def run() -> float:  # torch's kernels only: the native one-row kernels would take both sides' matmuls
-            transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = (1, 1 << 10) if plain else (0, 0)
-            rows, model.native_rows = model.native_rows, False
-            try:
-                return fastest_ms(*shapes["decode_1_row_400"])
-            finally:
-                transformer.SMALL_STEP_TOKENS, transformer.SMALL_STEP_MAX_THREADS = limits
-                model.native_rows = rows
-        return run
+        # torch's kernels only: the native one-row kernels would take both sides' matmuls
+        limits = dict(small_step_tokens=1, small_step_max_threads=1 << 10) if plain else dict(
+            small_step_tokens=0, small_step_max_threads=0)
+        return with_options(model, DEFAULTS.updated(native_rows=False, **limits), *shapes["decode_1_row_400"])
 
-    engine_plain = torch.get_num_threads() <= limits[1] and limits[0] >= 1
+    engine_plain = torch.get_num_threads() <= DEFAULTS.small_step_max_threads and DEFAULTS.small_step_tokens >= 1
     if wanted("small_step"):
         results["small_step/decode_1_row_400"] = {
             **ab({"ours": small_step_side(engine_plain), "baseline": small_step_side(not engine_plain)}, args.repeat),
             "ours_is": "plain" if engine_plain else "packed"}
     if wanted("one_token_path"):
         results["one_token_path/fp32_decode_1_row_400"] = one_token_ab(model, args.repeat)
-
-    def with_cost(cost: int) -> Callable[[], float]:
-        def run() -> float:
-            sb.RUN_CALL_COST = cost
-            try:
-                return fastest_ms(shapes["decode_16_ragged_rows"][0], 4)
-            finally:
-                sb.RUN_CALL_COST = split_cost
-
-        return run
-
     if wanted("causal_prefill"):
         results["causal_prefill/prefill_1024_from_0"] = causal_prefill_ab(model, args.repeat)
     if wanted("native_attention") and model.native_attention:
@@ -175,24 +148,22 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         bf16 = loaded.engine_model(dtype=torch.bfloat16)
         results["native_rows/bf16_decode_1_row_400"] = switch_ab(bf16, "native_rows", one_row(bf16), 10, args.repeat)
         del bf16
+    sdpa = DEFAULTS.updated(native_attention=False)  # runs are how SDPA's calls are cut; the kernel has none
     if wanted("decode_runs"):
-        model.native_attention = False  # runs are how SDPA's calls are cut; the kernel has none
-        results["decode_runs/decode_16_ragged_rows"] = ab(
-            {"ours": with_cost(split_cost), "baseline": with_cost(10**9)}, args.repeat
-        )
-        model.native_attention = transformer.NATIVE_DECODE_ATTENTION
+        results["decode_runs/decode_16_ragged_rows"] = ab({
+            "ours": with_options(model, sdpa, shapes["decode_16_ragged_rows"][0], 4),
+            "baseline": with_options(model, sdpa.updated(run_call_cost=10**9), shapes["decode_16_ragged_rows"][0], 4),
+        }, args.repeat)
     reads = {}
-    for label, cost in (("split", split_cost), ("one_call", 10**9)):
-        sb.RUN_CALL_COST = cost
+    for label, cost in (("split", DEFAULTS.run_call_cost), ("one_call", 10**9)):
         step = sb.build_step([(r, n - 1, 5) for r, n in enumerate(ragged)], prefills=[], sample_tokens=[],
-                             device=model.device)
+                             device=model.device, run_call_cost=cost)
         reads[label] = sum((r.row_stop - r.row_start) * r.kv_len for r in step.decode_runs)
         reads[f"calls_per_layer_{label}"] = len(step.decode_runs)
-    sb.RUN_CALL_COST = split_cost
     results["decode_runs/kv_positions_read"] = {"used": sum(ragged), **reads}
 
     def ours_search(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-        return _inverse_cdf(logprobs.exp(), uniforms)
+        return inverse_cdf(logprobs.exp(), uniforms)
 
     def float64_cumsum(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         # What the sampler did before: probabilities in float64, one cumulative sum over the vocabulary.
@@ -233,37 +204,34 @@ def one_row(model: Any) -> Callable[[], object]:
     return lambda: model.forward(step, cache)
 
 
-def causal_prefill_ab(model: Any, repeat: int, tokens: int = 1024) -> dict[str, Any]:
-    """A step prefilling one `tokens`-token prompt from position 0: attention with SDPA's causal flag (ours,
-    `transformer.CAUSAL_FIRST_CHUNKS`) vs the chunk's explicit mask (baseline)."""
-    cache = KVCache(model.kv_shape, rows=1, capacity=tokens)
-    step = sb.build_step([], prefills=[(0, 0, [5] * tokens)], sample_tokens=[tokens - 1], device=model.device,
-                         dtype=model.dtype)
-
-    def side(causal: bool) -> Callable[[], float]:
-        def run() -> float:
-            transformer.CAUSAL_FIRST_CHUNKS = causal
-            try:
-                return fastest_ms(lambda: model.forward(step, cache), 1)
-            finally:
-                transformer.CAUSAL_FIRST_CHUNKS = True
-        return run
-
-    return ab({"ours": side(True), "baseline": side(False)}, repeat)
+def with_options(model: Any, options: EngineOptions, step: Callable[[], object], calls: int) -> Callable[[], float]:
+    """A side of an A/B: `step`'s time (`fastest_ms` of `calls` calls) with `model` on `options`; the model's
+    options before are put back after."""
+    def run() -> float:
+        before = model.options
+        model.options = options
+        try:
+            return fastest_ms(step, calls)
+        finally:
+            model.options = before
+    return run
 
 
 def switch_ab(model: Any, switch: str, step: Callable[[], object], calls: int, repeat: int) -> dict[str, Any]:
-    """`step` with `model.<switch>` on (ours) vs off (baseline); the switch is left on."""
-    def side(on: bool) -> Callable[[], float]:
-        def run() -> float:
-            setattr(model, switch, on)
-            try:
-                return fastest_ms(step, calls)
-            finally:
-                setattr(model, switch, True)
-        return run
+    """`step` with the `EngineOptions` field `switch` on (ours) vs off (baseline), the other fields as the model
+    has them; the model's options are left as they were."""
+    ours, baseline = (model.options.updated(**{switch: on}) for on in (True, False))
+    return ab({"ours": with_options(model, ours, step, calls),
+               "baseline": with_options(model, baseline, step, calls)}, repeat)
 
-    return ab({"ours": side(True), "baseline": side(False)}, repeat)
+
+def causal_prefill_ab(model: Any, repeat: int, tokens: int = 1024) -> dict[str, Any]:
+    """A step prefilling one `tokens`-token prompt from position 0: attention with SDPA's causal flag (ours,
+    `EngineOptions.causal_first_chunks`) vs the chunk's explicit mask (baseline)."""
+    cache = KVCache(model.kv_shape, rows=1, capacity=tokens)
+    step = sb.build_step([], prefills=[(0, 0, [5] * tokens)], sample_tokens=[tokens - 1], device=model.device,
+                         dtype=model.dtype)
+    return switch_ab(model, "causal_first_chunks", lambda: model.forward(step, cache), 1, repeat)
 
 
 def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
@@ -274,35 +242,17 @@ def one_token_ab(model: Any, repeat: int) -> dict[str, Any]:
 
 def bf16_one_row(loaded: Any, fp32: Any, repeat: int) -> dict[str, Any]:
     """A bf16 engine's batch-1 decode step (one row at 400 positions) with oneDNN off for its matmuls
-    (`transformer.REDUCED_GEMV_TOKENS`, ours) vs on (the baseline), and the fp32 engine's step for scale."""
+    (`EngineOptions.reduced_gemv_tokens`, ours) vs on (the baseline), and the fp32 engine's step for scale."""
     bf16 = loaded.engine_model(dtype=torch.bfloat16)
-
-    limit = transformer.REDUCED_GEMV_TOKENS
-
-    def bf16_side(gemv: bool) -> Callable[[], float]:
-        def run() -> float:
-            transformer.REDUCED_GEMV_TOKENS = limit if gemv else 0
-            try:
-                return fastest_ms(one_row(bf16), 10)
-            finally:
-                transformer.REDUCED_GEMV_TOKENS = limit
-        return run
-
-    def head_side(half: bool) -> Callable[[], float]:
-        def run() -> float:
-            bf16.half_head = half
-            try:
-                return fastest_ms(one_row(bf16), 10)
-            finally:
-                bf16.half_head = True
-        return run
-
+    step = one_row(bf16)
+    gemv_off = DEFAULTS.updated(reduced_gemv_tokens=0)
     fp32_step = one_row(fp32)
     return {"bf16_one_row/decode_1_row_400": {
-        **ab({"ours": bf16_side(True), "baseline": bf16_side(False)}, repeat),
+        **ab({"ours": with_options(bf16, DEFAULTS, step, 10), "baseline": with_options(bf16, gemv_off, step, 10)},
+             repeat),
         "fp32_ms": round(min(fastest_ms(fp32_step, 10) for _ in range(repeat)), 1),
         "native_bf16": native_bf16("cpu")},
-        "bf16_one_row/fp16_head_vs_fp32_head": ab({"ours": head_side(True), "baseline": head_side(False)}, repeat)}
+        "bf16_one_row/fp16_head_vs_fp32_head": switch_ab(bf16, "half_head", step, 10, repeat)}
 
 
 if __name__ == "__main__":

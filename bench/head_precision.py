@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/head_precision.py [--model smollm2-135m-instruct]
 
-The engine's one-token bf16 steps multiply an fp16 copy of the head (`transformer.HALF_HEAD_LIMIT`). This
+The engine's one-token bf16 steps multiply an fp16 copy of the head (`EngineOptions.half_head`). This
 runs the Hugging Face model over a short code prompt, takes its final hidden states, and compares the
 log-softmax of the fp32 head with that of an fp16 and a bf16 copy (inputs rounded to the copy's dtype,
 torch's matrix-vector kernel with oneDNN off, as the engine runs it). Per position: the gap at the fp32
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> dict[str, object]:
         p = reference.exp()
         top = reference.argmax(dim=-1, keepdim=True)
         for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
-            with transformer._onednn_off():
+            with transformer.onednn_off():
                 logprobs = torch.log_softmax(F.linear(hidden.to(dtype), weight.to(dtype)).float(), dim=-1)
             gap = (logprobs - reference).abs()
             expected = (gap * p).sum(dim=-1)

@@ -51,7 +51,7 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
 
     import torch
 
-    from codedojo.inference import transformer
+    from codedojo.inference import EngineOptions
     from codedojo.inference.specs import TinyModel
 
     path = Path(__file__).resolve().parents[1] / "bench" / "engine_steps.py"
@@ -60,15 +60,14 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
     steps = util.module_from_spec(spec)
     spec.loader.exec_module(steps)
     loaded = TinyModel(max_positions=512).load()
-    limit = transformer.REDUCED_GEMV_TOKENS
     out = steps.bf16_one_row(loaded, loaded.engine_model(), 1)
-    assert transformer.REDUCED_GEMV_TOKENS == limit and torch._C._get_mkldnn_enabled()
+    assert torch._C._get_mkldnn_enabled()
     fp32 = loaded.engine_model()
     out["one_token_path/fp32_decode_1_row_400"] = steps.one_token_ab(fp32, 1)
-    assert fp32.one_token_path
+    assert fp32.options == EngineOptions()
     out["one_token_path/bf16_decode_1_row_400"] = steps.one_token_ab(loaded.engine_model(dtype=torch.bfloat16), 1)
     out["causal_prefill/prefill_64_from_0"] = steps.causal_prefill_ab(fp32, 1, tokens=64)
-    assert transformer.CAUSAL_FIRST_CHUNKS
+    assert fp32.options == EngineOptions()
     for key in ("bf16_one_row/decode_1_row_400", "bf16_one_row/fp16_head_vs_fp32_head",
                 "one_token_path/bf16_decode_1_row_400", "one_token_path/fp32_decode_1_row_400",
                 "causal_prefill/prefill_64_from_0"):
@@ -115,9 +114,9 @@ def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> Non
     assert spec is not None and spec.loader is not None
     bounds = util.module_from_spec(spec)
     spec.loader.exec_module(bounds)
-    norm = transformer._rms_norm
+    norm = transformer.rms_norm
     out = bounds.measure(TinyModel(max_positions=512).load(), 1, scale=0.1)
-    assert transformer._rms_norm is norm
+    assert transformer.rms_norm is norm
     for step in ("decode_1_row_400", "decode_16_ragged_rows", "prefill_1024_tokens"):
         entry = out[step]
         assert entry["step_ms"] > 0 and entry["layer_matmuls_ms"] > 0 and entry["attention_ms"] > 0

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from codedojo.inference import native
 from codedojo.inference.kv_cache import KVCache
+from codedojo.inference.options import EngineOptions
 from codedojo.inference.specs import TinyModel
 from codedojo.inference.step_batch import build_step
 
@@ -176,7 +177,7 @@ def test_engine_steps_with_the_kernel_match_sdpa(architecture: str) -> None:
     prompts = [torch.randint(5, 261, (n,), generator=g).tolist() for n in (40, 7, 300, 90)]
 
     def run(use_native: bool) -> tuple[list[torch.Tensor], KVCache]:
-        model.native_attention = use_native
+        model.options = EngineOptions(native_attention=use_native)
         cache = KVCache(model.kv_shape, rows=4, capacity=400)
         out = [model.forward(build_step([], prefills=[(r, 0, p) for r, p in enumerate(prompts[:3])],
                                         sample_tokens=[39, 46, 346], device="cpu"), cache)]
@@ -192,7 +193,7 @@ def test_engine_steps_with_the_kernel_match_sdpa(architecture: str) -> None:
         ours, ours_cache = run(True)
         theirs, theirs_cache = run(False)
     finally:
-        model.native_attention = True
+        model.options = EngineOptions()
     assert_same_steps(ours, ours_cache, theirs, theirs_cache)
 
 
@@ -294,7 +295,7 @@ def test_one_token_steps_on_the_one_row_kernels_match_the_engines_linear(archite
     prompt = torch.randint(5, 261, (50,), generator=torch.Generator().manual_seed(9)).tolist()
 
     def run(use_native: bool) -> tuple[list[torch.Tensor], KVCache]:
-        model.native_rows = use_native
+        model.options = EngineOptions(native_rows=use_native)
         cache = KVCache(model.kv_shape, rows=2, capacity=64)
         model.forward(build_step([], prefills=[(1, 0, prompt)], sample_tokens=[49], device="cpu"), cache)
         return [model.forward(build_step([(1, position, 7 + position)], prefills=[], sample_tokens=[0],
@@ -304,5 +305,5 @@ def test_one_token_steps_on_the_one_row_kernels_match_the_engines_linear(archite
         ours, ours_cache = run(True)
         theirs, theirs_cache = run(False)
     finally:
-        model.native_rows = True
+        model.options = EngineOptions()
     assert_same_steps(ours, ours_cache, theirs, theirs_cache)

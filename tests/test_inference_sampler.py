@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from codedojo.inference.sampler import BLOCK, RowSampling, _inverse_cdf, sample
+from codedojo.inference.sampler import BLOCK, RowSampling, inverse_cdf, sample
 
 
 def rows(n: int, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> list[RowSampling]:
@@ -26,7 +26,7 @@ def test_two_level_search_picks_the_same_token_as_a_full_cumulative_sum() -> Non
     for vocab in (7, BLOCK, 3 * BLOCK + 5, 49152):
         probs = torch.softmax(torch.randn(64, vocab, generator=g) * 4, dim=-1)
         uniforms = torch.rand(64, generator=g, dtype=torch.float64)
-        assert torch.equal(_inverse_cdf(probs, uniforms), reference_inverse_cdf(probs, uniforms)), vocab
+        assert torch.equal(inverse_cdf(probs, uniforms), reference_inverse_cdf(probs, uniforms)), vocab
 
 
 def test_zero_probability_tokens_never_win_even_at_the_edges() -> None:
@@ -34,13 +34,13 @@ def test_zero_probability_tokens_never_win_even_at_the_edges() -> None:
     probs = torch.zeros(4, vocab)
     probs[:, [3, BLOCK + 1, 2 * BLOCK + 4]] = torch.tensor([0.2, 0.5, 0.3])
     uniforms = torch.tensor([0.0, 0.2, 0.6999999, 1.0 - 1e-16], dtype=torch.float64)
-    assert _inverse_cdf(probs, uniforms).tolist() == [3, BLOCK + 1, BLOCK + 1, 2 * BLOCK + 4]
+    assert inverse_cdf(probs, uniforms).tolist() == [3, BLOCK + 1, BLOCK + 1, 2 * BLOCK + 4]
     # u = 1 (past what torch.rand returns; stands for u * total rounding up to the total) with the mass
     # ending before the last block: the last token that has mass, not the vocabulary's last.
     probs = torch.zeros(2, 3 * BLOCK)
     probs[:, [5, BLOCK + 7]] = 0.5
     ones = torch.ones(2, dtype=torch.float64)
-    assert _inverse_cdf(probs, ones).tolist() == [BLOCK + 7, BLOCK + 7]
+    assert inverse_cdf(probs, ones).tolist() == [BLOCK + 7, BLOCK + 7]
 
 
 def test_draws_follow_the_softmax() -> None:

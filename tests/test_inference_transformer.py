@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from codedojo.inference.kv_cache import KVCache
+from codedojo.inference.options import EngineOptions
 from codedojo.inference.specs import TinyModel
-from codedojo.inference.step_batch import RUN_CALL_COST, _split_runs, build_step
+from codedojo.inference.step_batch import _split_runs, build_step
 from codedojo.inference.transformer import Transformer, TransformerConfig, rope_frequencies
 from codedojo.precision import native_bf16
 
@@ -97,7 +98,8 @@ def test_split_runs_off_the_cpu_keeps_one_call_per_stretch() -> None:
 
 
 def test_split_runs_cost_threshold() -> None:
-    # Splitting [L, s] saves L - s masked reads and costs one call: worth it past RUN_CALL_COST.
+    # Splitting [L, s] saves L - s masked reads and costs one call: worth it past the call's cost.
+    RUN_CALL_COST = EngineOptions().run_call_cost
     just_below = [(0, 999, 0), (1, 999 - RUN_CALL_COST + 1, 0)]
     just_above = [(0, 999, 0), (1, 999 - RUN_CALL_COST - 1, 0)]
     assert _split_runs(just_below) == [(0, 2)]
@@ -150,23 +152,24 @@ def test_one_token_steps_run_on_the_plain_matrices_and_follow_weight_updates(mod
     ours.load_state_dict(hf.state_dict())  # restore for the other tests
 
 
-def test_first_chunks_attend_with_the_causal_flag_and_match_the_masked_path(models, monkeypatch) -> None:
-    """Prefill chunks with no past use SDPA's causal flag (`transformer.CAUSAL_FIRST_CHUNKS`): every position's
+def test_first_chunks_attend_with_the_causal_flag_and_match_the_masked_path(models) -> None:
+    """Prefill chunks with no past use SDPA's causal flag (`EngineOptions.causal_first_chunks`): every position's
     logits equal those of the explicit mask, beside a chunk with a past in the same step."""
-    from codedojo.inference import transformer
-
     ours, _ = models
     seqs = [list(range(5, 75)), list(range(9, 49))]
 
     def run(causal: bool) -> torch.Tensor:
-        monkeypatch.setattr(transformer, "CAUSAL_FIRST_CHUNKS", causal)
+        ours.options = EngineOptions(causal_first_chunks=causal)
         cache = KVCache(ours.kv_shape, rows=2, capacity=128)
         ours.forward(build_step([], prefills=[(1, 0, seqs[1][:20])], sample_tokens=[0], device="cpu"), cache)
         step = build_step([], prefills=[(0, 0, seqs[0]), (1, 20, seqs[1][20:])], sample_tokens=list(range(90)),
                           device="cpu")
         return ours.forward(step, cache)
 
-    torch.testing.assert_close(run(True), run(False), atol=1e-6, rtol=0)
+    try:
+        torch.testing.assert_close(run(True), run(False), atol=1e-6, rtol=0)
+    finally:
+        ours.options = EngineOptions()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -180,7 +183,7 @@ def test_one_token_path_matches_the_general_path_and_hf(models, threads: int) ->
     torch.set_num_threads(threads)
     try:
         def run(one_token: bool) -> tuple[list[torch.Tensor], KVCache]:
-            ours.one_token_path = one_token
+            ours.options = EngineOptions(one_token_path=one_token)
             cache = KVCache(ours.kv_shape, rows=2, capacity=64)
             ours.forward(build_step([], prefills=[(1, 0, tokens[:36])], sample_tokens=[0], device="cpu"), cache)
             logits = [ours.forward(build_step([(1, position, tokens[position])], prefills=[], sample_tokens=[0],
@@ -190,7 +193,7 @@ def test_one_token_path_matches_the_general_path_and_hf(models, threads: int) ->
         lean, lean_cache = run(True)
         general, general_cache = run(False)
     finally:
-        ours.one_token_path = True
+        ours.options = EngineOptions()
         torch.set_num_threads(before)
     for ours_logits, theirs in zip(lean, general, strict=True):
         torch.testing.assert_close(ours_logits, theirs, atol=2e-5, rtol=0)
@@ -198,6 +201,63 @@ def test_one_token_path_matches_the_general_path_and_hf(models, threads: int) ->
                             strict=True):
         torch.testing.assert_close(mine[:, :, :40], theirs[:, :, :40], atol=1e-5, rtol=0)
     torch.testing.assert_close(lean[-1], reference_logits(hf, tokens[:40])[-1], atol=1e-4, rtol=0)
+
+
+def test_wrapped_calls_see_every_kind_of_call_and_are_undone(models) -> None:
+    """`Transformer.wrapped_calls` (what bench/engine_bounds.py times with) routes each kind of call of a step on
+    the general layers through the wrapper, leaves the logits as they were, and puts every kernel back, also
+    when the step raises."""
+    from codedojo.inference import transformer
+
+    ours, _ = models
+    seen: dict[str, int] = {}
+
+    def count(kind: str, call):  # type: ignore[no-untyped-def]
+        def wrapped(*args):  # type: ignore[no-untyped-def]
+            seen[kind] = seen.get(kind, 0) + 1
+            return call(*args)
+        return wrapped
+
+    def step() -> torch.Tensor:
+        cache = KVCache(ours.kv_shape, rows=2, capacity=64)
+        ours.forward(build_step([], prefills=[(0, 0, list(range(5, 25)))], sample_tokens=[19], device="cpu"), cache)
+        return ours.forward(build_step([(0, 20, 7)], prefills=[(1, 0, list(range(9, 19)))], sample_tokens=[0],
+                                       device="cpu"), cache)
+
+    kernels = ours._linear, ours._head_linear, ours._attention, transformer.rms_norm
+    plain = step()
+    with ours.wrapped_calls(count):
+        wrapped = step()
+    layers = ours.config.num_layers
+    assert seen == {"layer_matmuls": 2 * 4 * layers, "head": 2, "attention": 2 * layers,
+                    "rms_norm": 2 * (2 * layers + 1) + (4 * layers if ours.config.qk_norm else 0)}
+    torch.testing.assert_close(wrapped, plain, atol=0, rtol=0)
+    with pytest.raises(RuntimeError, match="boom"), ours.wrapped_calls(count):
+        raise RuntimeError("boom")
+    assert (ours._linear, ours._head_linear, ours._attention, transformer.rms_norm) == kernels
+
+
+def test_setting_options_switches_the_weight_layout_between_steps(models) -> None:
+    """`packed_weights=False` multiplies the HF-layout matrices themselves (the packed copies are dropped when
+    the layout changes, kept when another switch changes): the same logits to fp32 rounding."""
+    ours, _ = models
+
+    def step() -> torch.Tensor:
+        cache = KVCache(ours.kv_shape, rows=1, capacity=64)
+        return ours.forward(build_step([], prefills=[(0, 0, list(range(5, 35)))], sample_tokens=list(range(30)),
+                                       device="cpu"), cache)
+
+    try:
+        packed = step()
+        copies = ours._packed
+        ours.options = ours.options.updated(one_token_path=False)
+        assert ours._packed is copies
+        ours.options = ours.options.updated(packed_weights=False)
+        plain = step()
+        assert ours._packed is not None and ours._packed[0].qkv is ours.layers[0].qkv
+    finally:
+        ours.options = EngineOptions()
+    torch.testing.assert_close(plain, packed, atol=1e-5, rtol=0)
 
 
 # bf16 engine vs the fp32 HF forward on the 3-layer tiny models: |logprob difference| over the whole
@@ -217,7 +277,7 @@ def bf16_models(request: pytest.FixtureRequest):
     loaded = TinyModel(architecture=architecture, num_layers=3, max_positions=512).load()
     inv_freq, scaling = rope_frequencies(loaded.hf_config)
     model = Transformer(TransformerConfig.from_hf(loaded.hf_config), inv_freq=inv_freq, attention_scaling=scaling,
-                        dtype=torch.bfloat16, wide_steps_fp32=wide)
+                        dtype=torch.bfloat16, options=EngineOptions(wide_steps_fp32=wide))
     model.load_state_dict(loaded.state_dict)
     return model, loaded.hf_model()
 
@@ -293,7 +353,7 @@ def test_bf16_one_row_decode_steps_stay_within_the_bound_and_leave_onednn_as_the
         seen.append(torch._C._get_mkldnn_enabled())
         raise RuntimeError("boom")
 
-    original = ours._one_token_layers  # the layers of a one-token step (see transformer.ONE_TOKEN_PATH)
+    original = ours._one_token_layers  # the layers of a one-token step (EngineOptions.one_token_path)
     ours._one_token_layers = failing  # type: ignore[method-assign]
     try:
         with pytest.raises(RuntimeError, match="boom"):
@@ -315,12 +375,13 @@ def test_bf16_one_row_steps_take_an_fp16_head_copy_that_weight_updates_refresh(b
         cache = KVCache(ours.kv_shape, rows=1, capacity=64)
         ours.forward(build_step([], prefills=[(0, 0, seq)], sample_tokens=[19], device="cpu", dtype=ours.dtype),
                      cache)
-        ours.half_head = half
+        base = ours.options
+        ours.options = base.updated(half_head=half)
         try:
             return ours.forward(build_step([(0, len(seq), 7)], prefills=[], sample_tokens=[0], device="cpu",
                                            dtype=ours.dtype), cache)
         finally:
-            ours.half_head = True
+            ours.options = base
 
     try:
         half, full = one_row(True), one_row(False)

@@ -26,6 +26,7 @@ from codedojo.inference.errors import (
     UnknownModelError,
     UnknownSessionError,
 )
+from codedojo.inference.options import EngineOptions
 from codedojo.inference.protocol import Completion, Engine, FinishReason, SamplingParams
 
 _LAZY = {
@@ -48,6 +49,7 @@ __all__ = [
     "ContextLengthError",
     "Engine",
     "EngineClosedError",
+    "EngineOptions",
     "EngineTimeoutError",
     "EngineUnavailableError",
     "FinishReason",

@@ -40,6 +40,7 @@ from codedojo.inference.errors import (
     InferenceError,
     InvalidRequestError,
 )
+from codedojo.inference.options import EngineOptions
 from codedojo.inference.protocol import ENGINE_DTYPES, Completion, SamplingParams, eos_token_ids
 from codedojo.inference.sampler import RowSampling
 from codedojo.inference.scheduler import Request, Scheduler
@@ -138,27 +139,30 @@ class LocalEngine:
         model: Transformer,
         tokenizer: Any,
         *,
-        kv_budget_tokens: int | None = None,
-        max_running: int = 64,
-        max_step_tokens: int = 1024,
-        seed: int | None = None,
-        prefix_cache: bool = True,
+        options: EngineOptions | None = None,
+        **changes: Any,
     ) -> None:
+        """options: every switch of the engine (`EngineOptions`; default: the model's, `Transformer.options`);
+        `changes`: fields of EngineOptions changed on top of them (kv_budget_tokens=, max_running=,
+        max_step_tokens=, seed=, prefix_cache=, ...), checked by name and type. The model runs with the result."""
+        self.options = (model.options if options is None else options).updated(**changes)
+        model.options = self.options
         self.model = model
         self.tokenizer = tokenizer
-        self.kv_budget_tokens = kv_budget_tokens or default_kv_budget_tokens(model)
+        self.kv_budget_tokens = self.options.kv_budget_tokens or default_kv_budget_tokens(model)
         self.scheduler = Scheduler(
             model,
             kv_budget_tokens=self.kv_budget_tokens,
-            max_running=max_running,
-            max_step_tokens=max_step_tokens,
-            prefix_cache=prefix_cache,
+            max_running=self.options.max_running,
+            max_step_tokens=self.options.max_step_tokens,
+            prefix_cache=self.options.prefix_cache,
         )
         self.paused = False
         """Set by `pause`, cleared by `resume` (read by the event loop; written by the worker)."""
         self.pause_mode: str | None = None
         """The mode of the pause in force, None when not paused."""
         self._eos = frozenset(eos_token_ids(tokenizer))
+        seed = self.options.seed
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
@@ -174,17 +178,20 @@ class LocalEngine:
         *,
         device: str | torch.device = "cpu",
         dtype: torch.dtype | str = torch.float32,
-        **engine_options: Any,
+        options: EngineOptions | None = None,
+        **changes: Any,
     ) -> LocalEngine:
-        """Load a model spec (or a name `resolve_model` knows) and wrap it in an engine.
+        """Load a model spec (or a name `resolve_model` knows) and wrap it in an engine (`options` and
+        `changes` as for the constructor).
 
         dtype: the compute dtype (see `engine_dtype`: a torch dtype, its name, or "auto"). The weights are
         read in fp32 and the layers' matrices cast once, so norms, embeddings and head keep their values."""
         from codedojo.inference.specs import resolve_model
 
+        options = (options or EngineOptions()).updated(**changes)  # a misspelt name fails before the load
         loaded = resolve_model(spec).load(device=device, dtype=torch.float32)
-        model = loaded.engine_model(dtype=engine_dtype(dtype, device))
-        return cls(model, loaded.tokenizer, **engine_options)
+        model = loaded.engine_model(dtype=engine_dtype(dtype, device), options=options)
+        return cls(model, loaded.tokenizer, options=options)
 
     # ----- the Engine protocol --------------------------------------------------------------------
 

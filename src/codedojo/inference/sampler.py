@@ -56,7 +56,7 @@ def sample(logits: torch.Tensor, rows: list[RowSampling]) -> tuple[list[int], li
         uniforms = torch.stack(
             [torch.rand((), generator=rows[i].generator, dtype=torch.float64) for i in sampled]
         ).to(logits.device)
-        tokens[index] = _inverse_cdf(probs, uniforms)
+        tokens[index] = inverse_cdf(probs, uniforms)
     chosen_logprobs = logprobs.gather(1, tokens[:, None])[:, 0]
     return tokens.tolist(), chosen_logprobs.tolist()
 
@@ -77,9 +77,10 @@ def top_logprobs(
     return out
 
 
-def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Per row, the first token whose cumulative mass exceeds u * total mass (sums in float64, so the
-    running total over a 150k vocabulary stays accurate). Zero-probability tokens never win.
+    running total over a 150k vocabulary stays accurate), in two levels: blocks of BLOCK tokens, then the
+    tokens of the chosen block. Zero-probability tokens never win.
     probs [rows, vocab] (any float dtype, unnormalised), uniforms [rows] in [0, 1)."""
     rows, vocab = probs.shape
     blocks = -(-vocab // BLOCK)

@@ -279,7 +279,8 @@ class Scheduler:
                     sampled.append(row)
         self._reserve(extra={row: len(chunk) for row, _, chunk in prefills})
         batch = build_step(
-            decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device, dtype=self.model.dtype
+            decode, prefills=prefills, sample_tokens=sample_tokens, device=self.model.device, dtype=self.model.dtype,
+            run_call_cost=self.model.options.run_call_cost,
         )
         logits = self.model.forward(batch, self.cache)
         tokens, logprobs = sample(logits, [self.rows[row].sampling for row in sampled])

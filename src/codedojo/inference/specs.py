@@ -23,6 +23,7 @@ import torch
 
 from codedojo.inference.chat_templates import CHATML, QWEN3_STYLE
 from codedojo.inference.errors import UnknownModelError
+from codedojo.inference.options import EngineOptions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,11 +37,12 @@ class LoadedModel:
     folder: Path | None = None
     """The HF folder the weights came from, if any."""
 
-    def engine_model(self, *, dtype: torch.dtype | None = None) -> Any:
+    def engine_model(self, *, dtype: torch.dtype | None = None, options: EngineOptions | None = None) -> Any:
         """The engine's `Transformer` with these weights (a copy; the state dict can be dropped).
 
         dtype: the layers' compute dtype (default: the state dict's). Norms, embeddings and the head stay
-        fp32, so load in fp32 and pass dtype=torch.bfloat16 to keep their values exact."""
+        fp32, so load in fp32 and pass dtype=torch.bfloat16 to keep their values exact. options: the kernel
+        switches (`EngineOptions`; default: the engine's defaults)."""
         from codedojo.inference.transformer import Transformer, TransformerConfig, rope_frequencies
 
         tensor = next(iter(self.state_dict.values()))
@@ -51,6 +53,7 @@ class LoadedModel:
             attention_scaling=scaling,
             device=tensor.device,
             dtype=dtype or tensor.dtype,
+            options=options,
         )
         model.load_state_dict(self.state_dict)
         return model

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from codedojo.inference.options import EngineOptions
+
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeRun:
@@ -60,23 +62,15 @@ class StepBatch:
     """sample_tokens is 0..num_tokens-1 (a decode-only step): the head needs no gather."""
 
 
-# What one more attention call per layer costs, in KV positions read per row. Picked with a one-off
-# timing of SmolLM2 decode attention alone on this 2-core CPU (16 rows of 500-1600 positions, 30
-# layers): 128-512 all beat one masked call by 10-25%, 256 was never far from the best. A whole decode
-# step gains less than the machine's noise (bench/engine_steps.py: 0.95-1.08x in three runs). Off the
-# CPU (a GPU's launch costs many thousands of positions' reads) every stretch of rows stays one call.
-RUN_CALL_COST = 256
-
-
-def _split_runs(decode: list[tuple[int, int, int]], call_cost: float | None = None) -> list[tuple[int, int]]:
+def _split_runs(decode: list[tuple[int, int, int]], call_cost: float = EngineOptions.run_call_cost
+                ) -> list[tuple[int, int]]:
     """[start, stop) index ranges of decode runs: contiguous rows, split where that saves reads.
 
     A run reads every row up to its longest row's length, so a short row next to a long one reads
-    (masked) positions it never uses: 6,468 of 24,752 reads for bench/engine_steps.py's 16 rows of
-    500-1,600 positions without this, 668 with it.
-    Within each stretch of contiguous rows, a dynamic program picks the split minimising rows * kv_len
-    summed over runs plus call_cost (default RUN_CALL_COST) per run."""
-    call_cost = RUN_CALL_COST if call_cost is None else call_cost
+    (masked) positions it never uses (bench/engine_steps.py's 16 ragged rows: docs/results/engine-steps.json,
+    `decode_runs/kv_positions_read`). Within each stretch of contiguous rows, a dynamic program picks the split
+    minimising rows * kv_len summed over runs plus call_cost (`EngineOptions.run_call_cost`) per run; an
+    infinite call_cost keeps each stretch one run."""
     stretches = []
     start = 0
     while start < len(decode):
@@ -117,18 +111,21 @@ def build_step(
     sample_tokens: list[int],
     device: torch.device,
     dtype: torch.dtype = torch.float32,
+    run_call_cost: int = EngineOptions.run_call_cost,
 ) -> StepBatch:
     """Pack a step.
 
     decode: (row, position, token) per decoding row, rows ascending; the token's KV goes to `position`.
     prefills: (row, past, tokens) per chunk. sample_tokens: indices into the packed token order.
+    run_call_cost: `EngineOptions.run_call_cost`, on the CPU (off it, where a GPU's launch costs many thousands
+    of positions' reads, every stretch of decoding rows stays one attention call).
     """
     tokens = [token for _, _, token in decode]
     positions = [position for _, position, _ in decode]
     rows = [row for row, _, _ in decode]
     runs = []
     on_cpu = torch.device(device).type == "cpu"
-    for start, stop in _split_runs(decode, None if on_cpu else float("inf")):
+    for start, stop in _split_runs(decode, run_call_cost if on_cpu else float("inf")):
         lengths = torch.tensor([position + 1 for _, position, _ in decode[start:stop]])
         kv_len = int(lengths.max())
         mask = None

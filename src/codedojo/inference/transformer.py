@@ -5,7 +5,8 @@ batches need left padding, and it cannot mix decode tokens and prefill chunks of
 one call. Here the linear layers run once over every token of a step packed into one matrix, attention
 runs per contiguous run of rows against a preallocated KV cache (`kv_cache.KVCache`), and only the
 positions that will be sampled go through the vocabulary projection. On the CPU in fp32, decode tokens
-attend through a compiled kernel of ours instead of SDPA (`codedojo.inference.native`, NATIVE_DECODE_ATTENTION).
+attend through a compiled kernel of ours instead of SDPA (`codedojo.inference.native`,
+`EngineOptions.native_attention`). Every kernel choice is a field of `EngineOptions` (`Transformer.options`).
 
 Weights are HF's, by HF's names; q|k|v and gate|up are fused into one matrix each so a layer costs four
 matmuls. The math follows HF's modules op for op (fp32 RMSNorm, rotate-half RoPE, SDPA with the default
@@ -16,7 +17,7 @@ fp32 is the exactness reference. In bf16 (or fp16) the engine computes what the 
 bf16 autocast over fp32 weights (`codedojo.train.packed`): the residual stream, every RMSNorm, the
 embeddings and the vocabulary head stay fp32, the layers' matmuls, RoPE and attention run in bf16, so
 logits, logprobs and sampling are fp32 whatever the dtype. One exception, for speed: a bf16 engine's
-one-token CPU steps (batch-1 decode) read the head from an fp16 copy (see HALF_HEAD_LIMIT).
+one-token CPU steps (batch-1 decode) read the head from an fp16 copy (`EngineOptions.half_head`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from codedojo.inference import native
 from codedojo.inference.errors import UnknownModelError
 from codedojo.inference.kv_cache import KVCache, KVShape
+from codedojo.inference.options import EngineOptions
 from codedojo.inference.step_batch import StepBatch
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
@@ -134,9 +136,9 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def pick_linear(device: torch.device, dtype: torch.dtype) -> Linear:
-    """oneDNN's linear on CPU fp32 (what torch.compile's CPU backend calls): measured here 10% faster
-    than F.linear (MKL) for a batch-8 decode step, 17% at batch 32 and 26% for a 512-token prefill
-    chunk. F.linear everywhere else."""
+    """oneDNN's linear on CPU fp32 (what torch.compile's CPU backend calls), which beat F.linear (MKL) from
+    batch-8 decode steps to prefill chunks when it was chosen (a one-off timing, not kept). F.linear
+    everywhere else."""
     if _onednn_available(device, dtype):
         return _onednn_linear
     return F.linear
@@ -152,83 +154,27 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 # The batch size oneDNN's weight packing is tuned for: decode steps of a handful of rows are where the
-# blocked layout pays (a prefill step of 1,024 tokens ran within +-7% either way).
+# blocked layout pays (a 1,024-token prefill step gains nothing either way: docs/results/engine-steps.json).
 PACK_FOR_ROWS = 16
-
-
-# With one torch thread, steps of at most this many tokens (batch-1 decode) skip the packed copies: MKL's
-# matrix-vector kernel on the plain HF-layout matrices (F.linear) then beats oneDNN's packed matmul
-# (SmolLM2 step at 400 positions, idle machine: 107 vs 117 ms). That kernel runs on one thread whatever
-# torch is given, so with more threads oneDNN wins (2 threads: 89 vs 106 ms), as it does from two rows on.
-# bench/engine_steps.py `small_step/*` times it.
-SMALL_STEP_TOKENS = 1
-SMALL_STEP_MAX_THREADS = 1
 
 # On a CPU that emulates bf16 (no AVX-512 BF16 or AMX: `codedojo.precision.native_bf16`), a bf16 engine
 # multiplies in bf16 only in steps of at most this many tokens, where reading half the bytes wins; wider
-# steps (prefill, bigger decode batches) multiply fp32 copies of the same bf16-rounded matrices on oneDNN.
-# SmolLM2 decode steps at 400 positions, 2 threads, AVX2 (ms, bf16 vs fp32): 1 row 59 vs 94, 4 rows 104
-# vs 114, 8 rows 173 vs 132; a 512-token prefill 7.0 s vs 1.2-1.7 s.
+# steps (prefill, bigger decode batches) multiply fp32 copies of the same bf16-rounded matrices on oneDNN
+# (`EngineOptions.wide_steps_fp32`; a one-off timing of SmolLM2 steps on AVX2 set the limit, not kept).
 EMULATED_BF16_MAX_TOKENS = 4
 
-
-# A bf16 (or fp16) engine's steps of at most this many tokens on the CPU (batch-1 decode) run their matmuls
-# with oneDNN switched off. torch then takes its vectorised reduced-precision matrix-vector kernel (fp32
-# accumulation), which reads bf16 weights at about the rate the fp32 kernel reads fp32 ones, so it moves
-# half the bytes per step; oneDNN's bf16 matmul at one row reads at a third of that where it is used (CPUs
-# with AVX-512; on AVX2 torch never hands bf16 to oneDNN, so this changes nothing there). A SmolLM2
-# batch-1 step at 400 positions, 2 threads, AVX-512 BF16, alone (bench/engine_steps.py `bf16_one_row`,
-# docs/results/engine-steps-bf16-one-row.json): 19.0 ms with oneDNN off, 32.1 on, fp32 34.6.
-REDUCED_GEMV_TOKENS = 1
-
-# In those same one-token steps the vocabulary head multiplies an fp16 copy of its matrix (half the bytes
-# of the fp32 one, otherwise the largest single read of a bf16 step: 113 MB of SmolLM2's 325), accumulating
-# in fp32; the logits are rounded to fp16 (an 11-bit mantissa) and widened. On SmolLM2's hidden states over
-# a code prompt the expected logprob gap to the fp32 head is 0.0032 and the argmax never moves; a bf16 copy
-# would add 0.023, as much as every other bf16 rounding of the step together (bench/head_precision.py,
-# docs/results/head-precision.json; bench/engine_steps.py `bf16_one_row` times it). A head whose values
-# fp16 cannot hold keeps the fp32 head, and so do steps whose fp16 logits overflow (a hidden state beyond
-# fp16's range among them).
+# The fp16 head copy of one-token reduced-precision steps (`EngineOptions.half_head`) rounds the logits to
+# fp16 (an 11-bit mantissa) and widens them; a bf16 copy would move the logprobs seven times as much
+# (docs/results/head-precision.json). A head whose values fp16 cannot hold keeps the fp32 head, and so do
+# steps whose fp16 logits overflow (a hidden state beyond fp16's range among them).
 HALF_HEAD_LIMIT = 60_000.0
 
 
-# A one-token CPU step (batch-1 decode) reads all the weights once, and between its 121 matmuls runs a few
-# hundred small kernels; streaming the weights evicts what those kernels' code and data need from the caches,
-# so each costs about 3x what it costs alone (an RMSNorm: 52 us in the step against 17 us alone; SmolLM2,
-# 2 threads, AVX2, bench/engine_bounds.py). The one-token path (`Transformer._one_token_layers`) spends fewer
-# of them: RMSNorm as one dot product and two multiplies (the row's scale as a Python float), in fp32 RoPE as
-# one small matmul by the position's rotation matrix (built once per step, shared by every layer), K/V written
-# by plain indexing, and on oneDNN the residual add fused into the o and down projections. Same math to fp32
-# rounding (the parity tests hold it to the same bounds as the general path); bench/engine_steps.py
-# `one_token_path` times it.
-ONE_TOKEN_PATH = True
-
-
-# A prefill chunk with no past (a prompt's first chunk) attends with SDPA's own causal flag instead of the
-# chunk's explicit mask: the same values (the parity tests compare the two), and the CPU kernel skips the
-# blocks above the diagonal, which an explicit mask makes it compute (bench/engine_steps.py `causal_prefill`:
-# a 1,024-token prefill step 1.07x, 2 threads, AVX2). Chunks with a past keep the mask (SDPA's causal flag
-# aligns the diagonal to the first key, not the last).
-CAUSAL_FIRST_CHUNKS = True
-
-
-# fp32 CPU steps attend their decode tokens through `native.decode_attention` (one call per layer for every
-# decoding row, each row reading only its own length, the query heads of a key head together) where it
-# compiled and loaded; elsewhere, and for prefill chunks, SDPA. bench/engine_steps.py `native_attention`
-# times both; the parity tests hold the kernel to SDPA's values within 1e-5.
-NATIVE_DECODE_ATTENTION = True
-
-# fp32 one-token CPU steps multiply their row by each matrix through `native.linear_row` / `swiglu_row` (HF's
-# layout, each thread streaming its own range of rows; the residual adds and SwiGLU folded in) instead of
-# oneDNN's kernel on the packed copies; bench/engine_steps.py `native_rows` times both.
-NATIVE_ONE_ROW_LINEAR = True
-
-
 @contextlib.contextmanager
-def _onednn_off() -> Iterator[None]:
-    """oneDNN disabled for the block. torch's switch is process-wide: a matmul another thread runs meanwhile
-    (none does while the engine steps: training and rollouts alternate) takes torch's own kernels, same
-    values to rounding."""
+def onednn_off() -> Iterator[None]:
+    """oneDNN disabled for the block (torch then takes its own kernels, the same values to rounding). torch's
+    switch is process-wide: a matmul another thread runs meanwhile (none does while the engine steps: training
+    and rollouts alternate) takes torch's kernels too."""
     before = torch._C._get_mkldnn_enabled()
     torch._C._set_mkldnn_enabled(False)
     try:
@@ -240,22 +186,21 @@ def _onednn_off() -> Iterator[None]:
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """The weight in oneDNN's blocked layout for `_onednn_linear` on CPU fp32 (an opaque tensor, usable
     only as a linear's weight), else the weight itself. The same sums up to fp32 rounding (the parity
-    tests run through it); `bench/engine_steps.py` times it against the plain layout (decode steps of
-    8 and 16 rows: 1.1-1.2x)."""
+    tests run through it); `EngineOptions.packed_weights` switches it."""
     if _onednn_available(weight.device, weight.dtype) and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
         return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_FOR_ROWS)
     return weight
 
 
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """fp32 in, fp32 out (weight is fp32 whatever the compute dtype), as HF's LlamaRMSNorm computes an fp32
     residual and as the trainer's bf16 path does. torch's fused kernel does the same math in one pass
-    (bit-identical here, 2.5x faster at decode sizes)."""
+    (bit-identical here, and faster at decode sizes)."""
     return F.rms_norm(x.float(), weight.shape, weight, eps)
 
 
 def _row_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """`_rms_norm` of one row [1, hidden] (fp32) in fewer kernels: the mean square as one dot product, read
+    """`rms_norm` of one row [1, hidden] (fp32) in fewer kernels: the mean square as one dot product, read
     out as a Python float, then HF's order of multiplications (the scale, then the weight)."""
     row = x[0]
     scale = 1.0 / math.sqrt(float(torch.dot(row, row)) / row.shape[0] + eps)
@@ -299,10 +244,9 @@ class Transformer:
         attention_scaling: float,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
-        wide_steps_fp32: bool | None = None,
+        options: EngineOptions | None = None,
     ) -> None:
-        """wide_steps_fp32: steps of more than EMULATED_BF16_MAX_TOKENS tokens multiply fp32 copies of the
-        (bf16-rounded) matrices; None: exactly when dtype is not fp32 on a CPU without native bf16."""
+        """options: the kernel switches (`EngineOptions`; default: the engine's defaults)."""
         self.config = config
         self.device = torch.device(device)
         self.dtype = dtype
@@ -344,14 +288,6 @@ class Transformer:
         half = c.head_dim // 2
         self.signed_sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
         self._targets = self._name_targets()
-        if wide_steps_fp32 is None:
-            from codedojo.precision import native_bf16
-
-            wide_steps_fp32 = dtype != torch.float32 and self.device.type == "cpu" and not native_bf16(self.device)
-        self.wide_steps_fp32 = wide_steps_fp32
-        self._wide_dtype = torch.float32 if wide_steps_fp32 else dtype
-        """The dtype the packed copies (and so every step past the narrow ones) multiply in."""
-        self._linear = pick_linear(self.device, self._wide_dtype)
         self._head_linear = pick_linear(self.device, torch.float32)
         # Kernel-layout copies of the matrices, rebuilt from the HF-layout ones (the source of truth,
         # which weight updates write into) at the first forward after each load.
@@ -359,21 +295,62 @@ class Transformer:
         self._packed_head = self.lm_head
         self._half_head: torch.Tensor | None = None
         """fp16 copy of the head for one-token reduced-precision steps (see HALF_HEAD_LIMIT); built lazily."""
-        self.half_head = True
-        """Whether the one-token reduced-precision CPU steps use the fp16 head copy (off: the fp32 head; an A/B
-        switch for bench/engine_steps.py)."""
-        self.one_token_path = ONE_TOKEN_PATH
-        """Whether one-token CPU steps take `_one_token_layers` (off: the general `_layers`; an A/B switch for
-        bench/engine_steps.py)."""
-        self.native_attention = (NATIVE_DECODE_ATTENTION and self.device.type == "cpu" and dtype == torch.float32
+        self._wide_dtype = dtype
+        """The dtype the packed copies (and so every step past the narrow ones) multiply in."""
+        self.options = options or EngineOptions()
+
+    @property
+    def options(self) -> EngineOptions:
+        """The switches this model's forward runs with (`EngineOptions`; its scheduling fields are the
+        engine's business). Setting it resolves what also depends on the device, the dtype and the native
+        kernels (`wide_steps_fp32`, `native_attention`, `native_rows`), and drops the packed copies when their
+        layout or dtype changes (rebuilt at the next step). Not while an engine's worker steps this model."""
+        return self._options
+
+    @options.setter
+    def options(self, options: EngineOptions) -> None:
+        c, cpu = self.config, self.device.type == "cpu"
+        wide = options.wide_steps_fp32
+        if wide is None:
+            from codedojo.precision import native_bf16
+
+            wide = self.dtype != torch.float32 and cpu and not native_bf16(self.device)
+        wide_dtype = torch.float32 if wide else self.dtype
+        previous = getattr(self, "_options", None)
+        if previous is None or previous.packed_weights != options.packed_weights or wide_dtype != self._wide_dtype:
+            self._packed = None
+        self._options = options
+        self.wide_steps_fp32 = wide
+        """Resolved `EngineOptions.wide_steps_fp32`."""
+        self._wide_dtype = wide_dtype
+        self._linear = pick_linear(self.device, wide_dtype)
+        self.native_attention = (options.native_attention and cpu and self.dtype == torch.float32
                                  and native.supports(c.num_kv_heads, c.num_heads, c.head_dim))
-        """Whether decode tokens attend through `native.decode_attention` (checked against the library at the
-        first step; off: SDPA, an A/B switch for bench/engine_steps.py)."""
-        self.native_rows = (NATIVE_ONE_ROW_LINEAR and self.device.type == "cpu"
-                             and dtype in (torch.float32, torch.bfloat16))
-        """Whether one-token CPU steps multiply through `native.linear_row` and `swiglu_row` (fp32 or bf16
-        matrices, fp32 rows and sums; checked against the library at the first step; off: oneDNN or F.linear, an
-        A/B switch for bench/engine_steps.py)."""
+        """Whether decode tokens attend through `native.decode_attention` (turned off at the first step where
+        the library cannot load)."""
+        self.native_rows = options.native_rows and cpu and self.dtype in (torch.float32, torch.bfloat16)
+        """Whether one-token steps multiply through `native.linear_row` and `swiglu_row` (fp32 or bf16 matrices,
+        fp32 rows and sums; turned off at the first step where the library cannot load)."""
+
+    @contextlib.contextmanager
+    def wrapped_calls(self, wrap: Callable[[str, Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]
+                      ) -> Iterator[None]:
+        """For benchmarks (bench/engine_bounds.py): within the block, every call of one kind goes through
+        `wrap(kind, call)`'s result, for the kinds "layer_matmuls", "head", "attention" (the general layers'
+        per-layer attention) and "rms_norm" (`rms_norm`, process-wide). The one-token path and one-thread small
+        steps (`EngineOptions.one_token_path`, `small_step_tokens`) call their own kernels and are not wrapped.
+        Set `options` before the block: setting them inside picks the plain layer matmul again."""
+        global rms_norm
+        saved = self._linear, self._head_linear, rms_norm
+        self._linear, self._head_linear = wrap("layer_matmuls", saved[0]), wrap("head", saved[1])
+        self._attention = wrap("attention", self._attention)  # type: ignore[method-assign]
+        rms_norm = wrap("rms_norm", saved[2])
+        try:
+            yield
+        finally:
+            self._linear, self._head_linear = saved[0], saved[1]
+            del self._attention  # the method again
+            rms_norm = saved[2]
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -381,13 +358,16 @@ class Transformer:
         def bias(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.to(wide)
 
-        self._packed_head = pack_weight(self.lm_head)
+        def pack(weight: torch.Tensor) -> torch.Tensor:  # the HF layout where packed_weights is off
+            return pack_weight(weight) if self._options.packed_weights else weight
+
+        self._packed_head = pack(self.lm_head)
         self._packed = [
             _PackedLayer(
-                qkv=pack_weight(layer.qkv.to(wide)),
-                o=pack_weight(layer.o.to(wide)),
-                gate_up=pack_weight(layer.gate_up.to(wide)),
-                down=pack_weight(layer.down.to(wide)),
+                qkv=pack(layer.qkv.to(wide)),
+                o=pack(layer.o.to(wide)),
+                gate_up=pack(layer.gate_up.to(wide)),
+                down=pack(layer.down.to(wide)),
                 qkv_bias=bias(layer.qkv_bias),
                 o_bias=bias(layer.o_bias),
                 gate_up_bias=bias(layer.gate_up_bias),
@@ -466,22 +446,23 @@ class Transformer:
         if (self.native_attention or self.native_rows) and step.num_decode and not native.available():
             self.native_attention = self.native_rows = False  # no compiler or library here (said once on stderr)
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
-        one_thread_small = n <= SMALL_STEP_TOKENS and torch.get_num_threads() <= SMALL_STEP_MAX_THREADS
+        opts = self._options
+        one_thread_small = n <= opts.small_step_tokens and torch.get_num_threads() <= opts.small_step_max_threads
         if not one_thread_small and self._packed is None:
             self._pack()
         matrices: Sequence[_Layer | _PackedLayer]  # the layers' own matrices or the packed copies, named alike
         linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
         head_linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
-        gemv = n <= REDUCED_GEMV_TOKENS and self.dtype != torch.float32 and self.device.type == "cpu"
+        gemv = n <= opts.reduced_gemv_tokens and self.dtype != torch.float32 and self.device.type == "cpu"
         if one_thread_small or gemv or (self.wide_steps_fp32 and n <= EMULATED_BF16_MAX_TOKENS):
-            matrices, linear, mm_dtype = self.layers, F.linear, self.dtype  # the plain matrices (see above)
+            matrices, linear, mm_dtype = self.layers, F.linear, self.dtype  # the plain matrices (EngineOptions)
         else:
             assert self._packed is not None
             matrices, linear, mm_dtype = self._packed, self._linear, self._wide_dtype
         head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
-        one_token = (self.one_token_path and n == 1 and not step.prefills and self.device.type == "cpu"
+        one_token = (opts.one_token_path and n == 1 and not step.prefills and self.device.type == "cpu"
                      and step.sample_tokens.numel() == 1)
-        with _onednn_off() if gemv else contextlib.nullcontext():
+        with onednn_off() if gemv else contextlib.nullcontext():
             if one_token:
                 x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
                 h = _row_rms_norm(x, self.norm, c.rms_norm_eps)
@@ -491,8 +472,8 @@ class Transformer:
                 cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
                 sin = self.signed_sin[step.positions][:, None, :]
                 x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
-                h = _rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
-            if gemv and self.half_head:
+                h = rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
+            if gemv and opts.half_head:
                 logits = self._half_logits(h)
                 if logits is not None:
                     return logits
@@ -519,13 +500,13 @@ class Transformer:
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
         packed: Any
         for index, (layer, packed) in enumerate(zip(self.layers, matrices, strict=True)):
-            h = _rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
+            h = rms_norm(x, layer.input_norm, c.rms_norm_eps).to(mm_dtype)
             # [n, q_size + 2 * kv_size], in the compute dtype whatever the matmul's (RoPE, KV, attention)
             qkv = linear(h, packed.qkv, packed.qkv_bias).to(self.dtype)
             v = qkv[:, q_size + kv_size :].view(n, c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
-                q = _rms_norm(qkv[:, :q_size].view(n, c.num_heads, c.head_dim), layer.q_norm, c.rms_norm_eps)
-                k = _rms_norm(qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim),
+                q = rms_norm(qkv[:, :q_size].view(n, c.num_heads, c.head_dim), layer.q_norm, c.rms_norm_eps)
+                k = rms_norm(qkv[:, q_size : q_size + kv_size].view(n, c.num_kv_heads, c.head_dim),
                               layer.k_norm, c.rms_norm_eps)
                 q, k = _rotate(q.to(self.dtype), cos, sin), _rotate(k.to(self.dtype), cos, sin)
             else:  # q and k rotate in one pass: their heads sit side by side in qkv
@@ -533,7 +514,7 @@ class Transformer:
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
             x.add_(linear(attn.reshape(n, q_size).to(mm_dtype), packed.o, packed.o_bias))
-            h = _rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
+            h = rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
             gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)
             x.add_(linear(F.silu(gate, inplace=True) * up, packed.down, packed.down_bias))
         return x
@@ -541,14 +522,21 @@ class Transformer:
     def _one_token_layers(self, x: torch.Tensor, step: StepBatch, cache: KVCache, matrices: Sequence[Any],
                           linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
                           mm_dtype: torch.dtype) -> torch.Tensor:
-        """`_layers` for a step of one decode token on the CPU, in fewer kernels (see ONE_TOKEN_PATH); returns
-        the residual stream [1, hidden] fp32 (a new tensor where the adds are fused into the matmuls)."""
+        """`_layers` for a step of one decode token on the CPU, in fewer kernels (`EngineOptions.one_token_path`);
+        returns the residual stream [1, hidden] fp32 (a new tensor where the adds are fused into the matmuls).
+
+        Such a step reads every weight once, and that stream evicts what the few hundred small kernels between
+        its matmuls need from the caches, so each costs several times what it costs alone
+        (docs/results/engine-bounds-avx2.json). Here there are fewer of them: RMSNorm as one dot product and two
+        multiplies (the row's scale as a Python float), in fp32 RoPE as one small matmul by the position's
+        rotation matrix, K/V written by plain indexing, and on oneDNN the residual add fused into the o and down
+        projections. The same math to fp32 rounding (the parity tests hold it to the general path's bounds)."""
         c = self.config
         (run,) = step.decode_runs
         row, kv_len = run.row_start, run.kv_len
         position = kv_len - 1  # a lone row's KV ends at its token
-        # RoPE as a matmul in fp32 only: a CPU that emulates bf16 multiplies a bf16 [heads, 64] x [64, 64] at
-        # ~75 us (a bf16 step took 27.9 ms this way against 24.8 on `_rotate`, AVX2); bf16 keeps `_rotate`.
+        # RoPE as a matmul in fp32 only: where bf16 is emulated that small bf16 matmul is slower than `_rotate`,
+        # which bf16 keeps (docs/results/engine-steps-one-token-avx2.json, `one_token_path/bf16_*`).
         rotation = self._rotation(position) if self.dtype == torch.float32 else None
 
         def rope(x: torch.Tensor) -> torch.Tensor:  # x [heads, head_dim]
@@ -571,8 +559,8 @@ class Transformer:
                 heads = linear(h.to(mm_dtype), packed.qkv, packed.qkv_bias).to(self.dtype)
             heads = heads.view(rotated + c.num_kv_heads, c.head_dim)
             if layer.q_norm is not None and layer.k_norm is not None:
-                q = rope(_rms_norm(heads[: c.num_heads], layer.q_norm, c.rms_norm_eps).to(self.dtype))
-                k = rope(_rms_norm(heads[c.num_heads : rotated], layer.k_norm, c.rms_norm_eps).to(self.dtype))
+                q = rope(rms_norm(heads[: c.num_heads], layer.q_norm, c.rms_norm_eps).to(self.dtype))
+                k = rope(rms_norm(heads[c.num_heads : rotated], layer.k_norm, c.rms_norm_eps).to(self.dtype))
             else:
                 qk = rope(heads[:rotated])
                 q, k = qk[: c.num_heads], qk[c.num_heads :]
@@ -665,7 +653,7 @@ class Transformer:
             query = q[span].transpose(0, 1)[None]  # [1, heads, tokens, dim]
             keys = key_cache[chunk.row : chunk.row + 1, :, :end]
             values = value_cache[chunk.row : chunk.row + 1, :, :end]
-            if chunk.past == 0 and CAUSAL_FIRST_CHUNKS:  # plain causal: the kernel skips the masked blocks
+            if chunk.past == 0 and self._options.causal_first_chunks:  # the kernel skips the masked blocks
                 o = F.scaled_dot_product_attention(query, keys, values, is_causal=True, enable_gqa=True)
             else:
                 o = F.scaled_dot_product_attention(query, keys, values, attn_mask=chunk.mask, enable_gqa=True)
