@@ -10,8 +10,8 @@ passes over 1,200 tokens take many minutes, while parts 2-4 take about two.
 2. Forward + backward time of one causal SDPA call (9 query heads, 3 KV heads, 1,000 tokens, head dim 64)
    in fp32 and bf16, and of the masked call a shared-prefix suffix makes (600 prefix tokens), best of 3.
 3. Forward + backward time of one layer's attention over a GRPO group (a 600-token prefix, suffixes of 900,
-   1,100, 700 and 1,200 tokens) through `train.packed._attention`: the explicit-mask path other devices take
-   against the CPU's merged unmasked calls (`_SuffixAttention`), fp32 and bf16, best of 3.
+   1,100, 700 and 1,200 tokens) through `train.packed.block_attention`: the explicit-mask path other devices
+   take against the CPU's merged unmasked calls, fp32 and bf16, best of 3.
 4. Matmul rates (2048x576 @ 576x1536, GFLOP/s) in fp32 and bf16, and one masked 1,000 x 1,600 suffix call
    (forward and backward, bf16) with `enable_gqa` against key/value heads repeated up to the query heads.
 Prints JSON. Run it alone: parts 2-4 are timings.
@@ -41,18 +41,10 @@ def gaps() -> dict[str, dict[str, float]]:
         (ref,), _ = packed.packed_token_logprobs(model, [ids])
         with compute_precision("cpu", torch.bfloat16):
             (fp32_head,), _ = packed.packed_token_logprobs(model, [ids])
-        original = packed._chunk_logits
-
-        def bf16_head(norm, head, hidden, temperature):  # the head under autocast too
-            logits = head(packed._norm(norm, hidden.float())).float()
-            return logits / temperature if temperature != 1.0 else logits
-
-        packed._chunk_logits = bf16_head
-        try:
-            with compute_precision("cpu", torch.bfloat16):
-                (bf16_all,), _ = packed.packed_token_logprobs(model, [ids])
-        finally:
-            packed._chunk_logits = original
+        with compute_precision("cpu", torch.bfloat16):  # the head under autocast too (codedojo keeps it fp32)
+            hidden = packed.packed_hidden_states(model, packed.layout([ids]))
+            logits = model.lm_head(model.model.norm(hidden.float())).float()  # the final norm in fp32 either way
+        bf16_all = torch.log_softmax(logits[:-1], dim=-1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
     for name, lp in (("head_fp32", fp32_head), ("head_bf16", bf16_all)):
         d = (ref - lp).abs()
         out[name] = {"mean": round(float(d.mean()), 5), "p99": round(float(d.quantile(0.99)), 4),
@@ -80,22 +72,18 @@ def attention_ms(dtype: torch.dtype, *, prefix: int) -> float:
 
 def group_attention_ms(dtype: torch.dtype, *, merged: bool) -> float:
     heads, kv, d, prefix, suffixes = 9, 3, 64, 600, (900, 1100, 700, 1200)
-    blocks = (packed._Block(start=0, prefix=prefix, suffixes=suffixes),)
+    # one block: the 600 tokens the members share, then each member's own (its first token differs)
+    lay = packed.layout([[1] * prefix + [10 + i] + [5] * (s - 1) for i, s in enumerate(suffixes)], [0] * 4)
+    assert [(b.prefix, b.suffixes) for b in lay.blocks] == [(prefix, suffixes)]
     total = prefix + sum(suffixes)
     q = torch.randn(heads, total, d, dtype=dtype, requires_grad=True)
     k = torch.randn(kv, total, d, dtype=dtype, requires_grad=True)
     v = torch.randn(kv, total, d, dtype=dtype, requires_grad=True)
-    original = packed._cpu_flash
-    packed._cpu_flash = lambda device: merged  # type: ignore[assignment]
-    try:
-        masks = None if merged else packed._suffix_masks(blocks, torch.device("cpu"))
-        best = float("inf")
-        for _ in range(4):  # the first is a warm-up
-            t0 = time.perf_counter()
-            packed._attention(q, k, v, blocks, masks).float().sum().backward()
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        packed._cpu_flash = original
+    best = float("inf")
+    for _ in range(4):  # the first is a warm-up
+        t0 = time.perf_counter()
+        packed.block_attention(q, k, v, lay, merged=merged).float().sum().backward()
+        best = min(best, time.perf_counter() - t0)
     return round(best * 1000, 1)
 
 

@@ -195,3 +195,23 @@ def test_the_cpu_suffix_attention_equals_the_masked_one(architecture: str, monke
     assert merged.keys() == expected.keys()
     for name, g in expected.items():
         assert torch.allclose(merged[name], g, atol=1e-5, rtol=1e-4), name
+
+
+def test_block_attention_gives_the_same_values_and_gradients_merged_or_masked() -> None:
+    """`block_attention` (bench/bf16_probe.py times its two paths): the CPU's merged suffix attention and the
+    explicit-mask path give the same output and gradients on a shared group beside a plain sequence."""
+    from codedojo.train.packed import block_attention, layout
+
+    lay = layout([[1] * 20 + [7, 8, 9], [1] * 20 + [4] * 11, [3] * 9], [0, 0, 1])
+    assert [(b.prefix, b.suffixes) for b in lay.blocks] == [(20, (3, 11)), (9, ())]
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(heads, lay.num_tokens, 8, generator=g) for heads in (4, 2, 2))
+
+    def run(merged: bool) -> tuple[torch.Tensor, ...]:
+        inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = block_attention(*inputs, lay, merged=merged)
+        (out * torch.arange(out.numel()).view(out.shape).sin()).sum().backward()
+        return (out.detach(), *(t.grad for t in inputs))
+
+    for ours, theirs in zip(run(True), run(False), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)

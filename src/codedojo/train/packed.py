@@ -210,13 +210,24 @@ class _SuffixAttention(torch.autograd.Function):
                 torch.cat(dv_S, dim=2)[0], None)
 
 
+def block_attention(q_hTd: torch.Tensor, k_hTd: torch.Tensor, v_hTd: torch.Tensor, lay: Layout, *,
+                    merged: bool | None = None) -> torch.Tensor:
+    """One layer's attention within each block of `lay`, as `packed_hidden_states` computes it: q (heads, T, d),
+    k and v (key heads, T, d) -> (heads, T, d). merged: a shared group's suffixes through torch's CPU flash
+    kernels merged by log-sum-exp (`_SuffixAttention`), or (False) through explicit masks, the path other
+    devices take; None: merged exactly where those kernels are (the CPU). bench/bf16_probe.py times both."""
+    merged = _cpu_flash(q_hTd.device) if merged is None else merged
+    masks = None if merged else _suffix_masks(lay.blocks, q_hTd.device)
+    return _attention(q_hTd, k_hTd, v_hTd, lay.blocks, masks, cpu=merged)
+
+
 def _attention(q_hTd: torch.Tensor, k_hTd: torch.Tensor, v_hTd: torch.Tensor, blocks: Sequence[_Block],
-               masks: dict[tuple[int, int], torch.Tensor] | None) -> torch.Tensor:
-    """Attention within each block. On the CPU, key and value heads are repeated up to the query heads
-    (the CPU flash kernel is about a tenth faster on them than with `enable_gqa`) and suffixes go through
-    `_SuffixAttention`; elsewhere suffixes take an explicit mask from `masks`."""
+               masks: dict[tuple[int, int], torch.Tensor] | None, *, cpu: bool | None = None) -> torch.Tensor:
+    """Attention within each block. On the CPU (`cpu`; None: `_cpu_flash`), key and value heads are repeated up
+    to the query heads (the CPU flash kernel is about a tenth faster on them than with `enable_gqa`) and suffixes
+    go through `_SuffixAttention`; elsewhere suffixes take an explicit mask from `masks`."""
     groups = q_hTd.shape[0] // k_hTd.shape[0]
-    cpu = _cpu_flash(q_hTd.device)
+    cpu = _cpu_flash(q_hTd.device) if cpu is None else cpu
     if cpu and groups > 1:
         k_hTd, v_hTd = k_hTd.repeat_interleave(groups, dim=0), v_hTd.repeat_interleave(groups, dim=0)
     gqa = k_hTd.shape[0] != q_hTd.shape[0]
