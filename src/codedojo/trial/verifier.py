@@ -11,6 +11,12 @@ resolved from the host, a missing variable is an error naming it), its stdout an
 else reward.txt (one number); when neither exists the error gives the exit code and the end of
 test-stdout.txt.
 
+One step is ours, not Harbor's: before the tests run, compiled Python bytecode the repository does not
+track is removed from the workdir (`__pycache__` folders, and untracked `*.pyc`/`*.pyo` files elsewhere).
+Python imports a cached module whose recorded source size and mtime match the file, and a sourceless
+`name.pyc` in place of a deleted `name.py`: bytecode of a fixed module passed off that way would pass the
+tests with the bug still in the source (tests/test_hacking.py plays both). Python rebuilds what it needs.
+
 reward.json is a flat JSON object with any keys whose values are numbers or booleans (true = 1, false =
 0), as Harbor accepts. The scalar codedojo trains on is its `reward` key; when there is none it is the
 mean of all the values, and `reward` is added with it (one key: that value). Harbor itself has no scalar
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Mapping
 
 from codedojo.sandbox.base import Sandbox, SandboxPathError
@@ -35,6 +42,18 @@ _RESET = (
     "if [ -L /logs/verifier ] || [ ! -d /logs/verifier ]; then rm -rf /logs/verifier; mkdir -p /logs/verifier; fi; "
     "chmod -R u+rwX /logs/verifier 2>/dev/null; find /logs/verifier -mindepth 1 -delete && chmod 777 /logs/verifier"
 )
+_CLEAR_BYTECODE = r"""
+cd "$1" 2>/dev/null || exit 0
+find . -name .git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --others --ignored --exclude-standard -- '*.pyc' '*.pyo' | xargs -0 -r rm -f --
+    git ls-files -z --others --exclude-standard -- '*.pyc' '*.pyo' | xargs -0 -r rm -f --
+else
+    find . -name .git -prune -o -type f \( -name '*.pyc' -o -name '*.pyo' \) -exec rm -f {} + 2>/dev/null
+fi
+exit 0
+"""
+"""Argument: the workdir. Removes bytecode the repository does not track (see the module docstring)."""
 _OUTPUT = "/logs/verifier/test-stdout.txt"
 _RUN = f"/tests/test.sh > {_OUTPUT} 2>&1"
 _HINT_BYTES = 300
@@ -109,6 +128,10 @@ async def verify(task: Task, sandbox: Sandbox, *, timeout_sec: float) -> dict[st
     reset = await sandbox.exec(_RESET, timeout_sec=60, user="root")
     if reset.return_code != 0:
         raise VerifierError(f"could not clear /logs/verifier: {reset.stderr.strip()[:500]}")
+    clear = await sandbox.exec("sh -c " + shlex.join([_CLEAR_BYTECODE, "clear", sandbox.workdir]), timeout_sec=120,
+                               user="root")
+    if clear.return_code != 0 or clear.timed_out:
+        raise VerifierError(f"could not clear compiled bytecode from {sandbox.workdir}: {clear.stderr.strip()[:500]}")
     sources = task.test_sources
     if not sources:
         raise VerifierError(f"{task.path}: no tests/ directory to upload")
