@@ -13,8 +13,9 @@ that all open with the same 356 tokens (the system prompt and worked examples: t
 demonstrations share their first 356 tokens, 37% of their mean length of 973) and are 12% trainable
 after it.
 
-  today       codedojo's packed step as it was at d75edee (bench/legacy_packed.py, verbatim): fp32,
-              vocabulary head at every position, HF's RMSNorm and RoPE modules, no sharing
+  today       codedojo's packed step as it was at d75edee (src/codedojo/train/packed.py of that commit, read
+              with `git show` when the bench runs): fp32, vocabulary head at every position, HF's RMSNorm and
+              RoPE modules, no sharing
   kernels     today's step on the current forward (torch's fused RMSNorm, a one-roll RoPE), nothing else
   head        kernels + the head and log-softmax only at trainable positions
   bf16        kernels + bf16 matmuls (autocast over fp32 weights; the head stays fp32)
@@ -29,9 +30,9 @@ after it.
               (SFTConfig.share_prefix, on by default) in micro-batches of --sft-share-budget tokens
 
 Where the CPU has no native bf16 (no AVX-512 BF16 or AMX), bf16 is emulated at a small fraction of the
-fp32 rate (a 2048x576 @ 576x1536 matmul: 1.3 GFLOP/s against 185 in fp32 on a 2-core AVX2 EPYC,
-docs/results/bf16-probe-avx2.json), so `bf16`
-and `hf_bf16` are left out unless named with --only; the JSON lists what was left out and why.
+fp32 rate (docs/results/bf16-probe-avx2.json, `matmul_gflops`), so `bf16` and `hf_bf16` are left out unless
+named with --only; so are `today` and `sft_today` where git cannot show d75edee (a shallow clone, a copy
+without .git). The JSON lists what was left out and why.
 
 `step_tflop` (also alone with --flops-only) counts the arithmetic of the `all` and `sft_new` steps as they lay
 their micro-batches out: a floor on their time at the machine's matmul rate.
@@ -45,8 +46,8 @@ each, ratios named `<this>_vs_<that>`, the CPU's bf16 capability, threads and lo
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
-import importlib.util
 import json
 import os
 import random
@@ -54,6 +55,7 @@ import resource
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,15 +126,32 @@ def sft_workload(*, n: int, seed: int, scale: float = 1.0, vocab: int = 49000, o
     return out
 
 
+LEGACY_COMMIT = "d75edeec965d5c8829f0ca33858691114cb4bd05"
+LEGACY_FILE = "src/codedojo/train/packed.py"
+LEGACY = ("today", "sft_today")
+"""Configurations on the trainer's packed forward as it was at LEGACY_COMMIT (2026-11-30)."""
+
+
+class LegacyUnavailable(RuntimeError):
+    """git cannot show LEGACY_FILE at LEGACY_COMMIT here."""
+
+
+@functools.cache
 def _legacy() -> Any:
-    """bench/legacy_packed.py, loaded by path (bench/ is a folder of scripts, not a package)."""
-    name = "bench_legacy_packed"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "legacy_packed.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    """LEGACY_FILE as it was at LEGACY_COMMIT, read with `git show` from this checkout and run as a module of its
+    own (it imports nothing of codedojo's). Raises LegacyUnavailable where the commit is not in the history."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        shown = subprocess.run(["git", "-C", str(root), "show", f"{LEGACY_COMMIT}:{LEGACY_FILE}"],
+                               capture_output=True, text=True)
+    except OSError as error:
+        raise LegacyUnavailable(f"no git to read {LEGACY_FILE} at {LEGACY_COMMIT[:7]}: {error}") from error
+    if shown.returncode != 0:
+        raise LegacyUnavailable(f"git show {LEGACY_COMMIT[:7]}:{LEGACY_FILE} failed ({shown.stderr.strip()}); the "
+                                "`today` baselines need that commit in this clone's history (git fetch --unshallow)")
+    module = types.ModuleType("bench_legacy_packed")
+    exec(compile(shown.stdout, f"{LEGACY_COMMIT[:7]}:{LEGACY_FILE}", "exec"), module.__dict__)
+    return module
 
 
 def legacy_step(model: torch.nn.Module, opt: torch.optim.Optimizer, data: list[Seq], *, budget: int) -> None:
@@ -401,7 +420,12 @@ def main() -> None:
     if not args.only and not native_bf16("cpu"):
         left_out = {name: "this CPU emulates bf16 (no avx512_bf16 or amx_bf16 flag); name it with --only to "
                           "time it anyway" for name in EMULATED_BF16}
-        configs = {k: v for k, v in configs.items() if k not in left_out}
+    if not args.only:
+        try:
+            _legacy()
+        except LegacyUnavailable as error:
+            left_out.update({name: str(error) for name in LEGACY})
+    configs = {k: v for k, v in configs.items() if k not in left_out}
     if args.only:
         wanted = args.only.split(",")
         unknown = sorted(set(wanted) - set(configs))
