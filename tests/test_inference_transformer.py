@@ -99,9 +99,9 @@ def test_split_runs_off_the_cpu_keeps_one_call_per_stretch() -> None:
 
 def test_split_runs_cost_threshold() -> None:
     # Splitting [L, s] saves L - s masked reads and costs one call: worth it past the call's cost.
-    RUN_CALL_COST = EngineOptions().run_call_cost
-    just_below = [(0, 999, 0), (1, 999 - RUN_CALL_COST + 1, 0)]
-    just_above = [(0, 999, 0), (1, 999 - RUN_CALL_COST - 1, 0)]
+    cost = EngineOptions().run_call_cost
+    just_below = [(0, 999, 0), (1, 999 - cost + 1, 0)]
+    just_above = [(0, 999, 0), (1, 999 - cost - 1, 0)]
     assert _split_runs(just_below) == [(0, 2)]
     assert _split_runs(just_above) == [(0, 1), (1, 2)]
 
