@@ -53,6 +53,7 @@ def parse_overrides(items: list[str]) -> dict[str, object]:
 
 def _train(args: argparse.Namespace) -> int:
     from codedojo.records import RecordError
+    from codedojo.train.checkpoint import CheckpointError
 
     try:
         overrides = parse_overrides(args.overrides)
@@ -75,6 +76,9 @@ def _train(args: argparse.Namespace) -> int:
     except (RecordError, ValueError, FileNotFoundError) as e:
         print(f"codedojo train: {e}", file=sys.stderr)
         return 2
+    except CheckpointError as e:
+        print(f"codedojo train: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,124 @@
+"""Each fault kind of bench/chaos.py, short: injected once into the real code path, handled as docs/reliability.md
+("Faults") says. Where another file tests a kind too, it is named:
+
+- a sandbox's processes killed mid-command: `test_a_sandbox_killed_mid_command_is_retried_not_scored`;
+- a sandbox that fails to start: `test_a_sandbox_that_fails_to_start_leaves_nothing_and_is_retried` (and
+  test_trial.py, test_rollout_eval.py);
+- a verifier that hangs, writes a malformed or no reward: `test_a_verifier_fault_is_retried_not_scored` (and
+  test_trial.py, each message);
+- a command printing 100 MB, binary bytes, invalid UTF-8:
+  `test_floods_binary_and_invalid_utf8_are_ordinary_observations`;
+- the engine server killed and restarted: `test_a_restarted_engine_server_gets_the_trainers_weights_back`;
+- the disk filling while a checkpoint is written:
+  `test_a_full_disk_fails_the_checkpoint_cleanly_and_keeps_the_last_one`;
+- the trainer SIGKILLed: `test_a_kill_between_the_checkpoint_renames_loses_no_checkpoint` (and test_train_resume.py,
+  a CLI run killed before its checkpoint; test_train_e2e.py, a resumed run's evaluations and their gain).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# ----- checkpoints -------------------------------------------------------------------------------------
+
+
+def _state() -> Any:
+    from codedojo.config import Recipe
+    from codedojo.inference import TinyModel
+    from codedojo.train.optim import build_optimizer, build_scheduler
+    from codedojo.train.policy import Policy
+    from codedojo.train.state import TaskSampler, TrainState
+    from codedojo.train.trainer import update_config_for
+
+    loaded = TinyModel().load()
+    policy = Policy(loaded.hf_model())
+    config = update_config_for(Recipe(num_rollout=2)).optimizer
+    optimizer = build_optimizer(policy.trainable_parameters(), config)
+    state = TrainState(policy=policy, optimizer=optimizer, scheduler=build_scheduler(optimizer, config),
+                       sampler=TaskSampler(num_tasks=2, seed=0), shuffle_rng=random.Random(0))
+    return loaded, state
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB filesystem of its own (a tmpfs, mounted as root)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_checkpoint_cleanly_and_keeps_the_last_one(tmpfs: Path) -> None:
+    from codedojo.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+
+    loaded, state = _state()
+    save = dict(hf_config=loaded.hf_config, tokenizer=loaded.tokenizer)
+    state.step = 1
+    save_checkpoint(tmpfs, "last", state, with_hf=False, **save)
+    free = os.statvfs(tmpfs).f_bavail * os.statvfs(tmpfs).f_frsize
+    (tmpfs / "ballast").write_bytes(b"\0" * (free - 200_000))  # a policy.pt of the tiny model takes ~440 kB
+    state.step = 2
+    with pytest.raises(CheckpointError) as failed:
+        save_checkpoint(tmpfs, "last", state, with_hf=False, **save)
+    message = str(failed.value)
+    assert "could not write checkpoint last" in message and "the disk is full" in message
+    assert "the previous checkpoint (last) is intact" in message and "rerun the same command" in message
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["ballast", "last", "latest"]  # nothing half-written left
+    resumed = _state()[1]
+    path = latest_checkpoint(tmpfs)
+    assert path is not None
+    load_checkpoint(path, resumed)
+    assert resumed.step == 1
+    (tmpfs / "ballast").unlink()  # once there is room again, the same save goes through
+    save_checkpoint(tmpfs, "last", state, with_hf=False, **save)
+    load_checkpoint(tmpfs / "last", resumed)
+    assert resumed.step == 2
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: no `except Exception` runs, and what was on disk stays as it was."""
+
+
+def test_a_kill_between_the_checkpoint_renames_loses_no_checkpoint(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+
+    loaded, state = _state()
+    save = dict(hf_config=loaded.hf_config, tokenizer=loaded.tokenizer, with_hf=False)
+    state.step = 1
+    save_checkpoint(tmp_path, "last", state, **save)
+    real_rename = Path.rename
+    renames: list[Path] = []
+
+    def rename(self: Path, target: Any) -> Any:
+        renames.append(self)
+        if len(renames) == 2:  # the old `last` is aside, the new one not in place yet
+            raise _Killed
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    state.step = 2
+    with pytest.raises(_Killed):
+        save_checkpoint(tmp_path, "last", state, **save)
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert not (tmp_path / "last").exists()  # the window a SIGKILL can fall in
+    path = latest_checkpoint(tmp_path)  # what a relaunch resumes from
+    assert path == tmp_path / "last"
+    resumed = _state()[1]
+    load_checkpoint(path, resumed)
+    assert resumed.step == 1
+    save_checkpoint(tmp_path, "last", state, **save)  # the next save clears what the killed one left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last", "latest"]
+
+
