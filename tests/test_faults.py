@@ -17,14 +17,96 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import random
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+from codedojo.inference.byte_tokenizer import byte_level_tokenizer
+from codedojo.inference.chat_templates import CHATML
+
+TOKENIZER = byte_level_tokenizer(chat_template=CHATML)
+
+
+# ----- the engine server -------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _serving(port: int) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen([sys.executable, "-m", "codedojo.cli", "serve", "--model", "tiny-llama", "--port",
+                                str(port), "--seed", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "serving tiny-llama on URL" once it listens
+        assert "serving" in line, line + process.stdout.read()
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_a_restarted_engine_server_gets_the_trainers_weights_back(tmp_path: Path) -> None:
+    from codedojo.inference import HTTPEngine, SamplingParams, TinyModel
+    from codedojo.train.served import ServedEngine
+
+    loaded = TinyModel().load()
+    noise = random.Random(0)
+    trained = {k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(noise.randrange(9999)))
+               for k, v in loaded.state_dict.items()}  # the trainer's weights: not the server's own
+    prompt = TOKENIZER.encode("hello there, what now?")
+    params = SamplingParams(temperature=1.0, max_new_tokens=12, seed=3)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    async def go(first: subprocess.Popen[str]) -> tuple[Any, ...]:
+        engine = ServedEngine(HTTPEngine(url, tokenizer=loaded.tokenizer), weights_dir=tmp_path / "weights",
+                              tied_head=True, reconnect_timeout_s=120)
+        own = await engine.client.generate(prompt, params)
+        await engine.update_weights(trained)
+        before = await engine.generate(prompt, params, session_id="a")
+        first.kill()  # the server dies between two turns
+        first.wait()
+        refused = asyncio.Event()
+        health = engine.client.health
+
+        async def watched() -> dict[str, Any]:
+            try:
+                return await health()
+            except Exception:
+                refused.set()
+                raise
+
+        engine.client.health = watched  # type: ignore[method-assign]
+        waiting = asyncio.ensure_future(engine.generate(prompt, params, session_id="a"))
+        await asyncio.wait_for(refused.wait(), 60)  # the turn found the server gone and waits for it
+        with _serving(port):  # ... which its supervisor restarts, with its own initial weights
+            after = await asyncio.wait_for(waiting, 120)
+        await engine.close()
+        return own, before, after, engine.reloads
+
+    with _serving(port) as first:
+        own, before, after, reloads = asyncio.run(go(first))
+    assert own.token_ids != before.token_ids  # so sampling from the restarted server's own weights would show
+    assert after.token_ids == before.token_ids and reloads == 1
+    assert after.logprobs == pytest.approx(before.logprobs, abs=1e-5)
+    assert after.weight_version == before.weight_version == 1  # the trainer's weights, loaded once
+
 
 # ----- checkpoints -------------------------------------------------------------------------------------
 
@@ -122,3 +204,10 @@ def test_a_kill_between_the_checkpoint_renames_loses_no_checkpoint(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last", "latest"]
 
 
+def test_engine_url_needs_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from codedojo.cli import main
+
+    dataset = tmp_path / "train.jsonl"
+    dataset.write_text("")
+    assert main(["train", "--dataset", str(dataset), "--engine-url", "http://127.0.0.1:1"]) == 2
+    assert "--engine-url needs --run-dir" in capsys.readouterr().err

@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="override a recipe field, e.g. --set num_rollout=4 --set lr=1e-5 (repeatable)")
     p.add_argument("--run-dir", type=Path, default=None, help="run directory (an existing one resumes)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p.add_argument("--engine-url", default=None, metavar="URL",
+                   help="sample from this `codedojo serve` server on this machine instead of an engine in this "
+                        "process; each step's weights go to RUN_DIR/engine_weights, which it loads (needs --run-dir)")
     p.add_argument("--quick", action="store_true", help="embedded default only: a much shorter run (smoke test)")
     p.add_argument("--tier", default=None, choices=(*ALL_TIERS, "curriculum"),
                    help="embedded default only: the bundled tier to train and evaluate on (docs/tasks.md); "
@@ -58,6 +61,9 @@ def _train(args: argparse.Namespace) -> int:
     try:
         overrides = parse_overrides(args.overrides)
         if args.dataset is None:
+            if args.engine_url is not None:
+                raise ValueError("--engine-url applies to runs with --dataset (the embedded default runs its own "
+                                 "engine)")
             from codedojo.train.default import run_default
 
             run_default(run_dir=args.run_dir, overrides=overrides, device=args.device, quick=args.quick,
@@ -72,7 +78,7 @@ def _train(args: argparse.Namespace) -> int:
         recipe = SmolLM2_Recipe(**overrides)
         config = TrainConfig(model=args.model or "smollm2-135m-instruct", dataset=AgentTaskDataset(args.dataset),
                              recipe=recipe, run_dir=args.run_dir, device=args.device)
-        config.launch()
+        config.launch(engine_factory=_served(args))
     except (RecordError, ValueError, FileNotFoundError) as e:
         print(f"codedojo train: {e}", file=sys.stderr)
         return 2
@@ -80,6 +86,17 @@ def _train(args: argparse.Namespace) -> int:
         print(f"codedojo train: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _served(args: argparse.Namespace) -> object:
+    """The engine factory of --engine-url (None: the trainer's own engine)."""
+    if args.engine_url is None:
+        return None
+    if args.run_dir is None:
+        raise ValueError("--engine-url needs --run-dir: the weights the server loads are written there")
+    from codedojo.train.served import served_engine_factory
+
+    return served_engine_factory(args.engine_url, weights_dir=args.run_dir / "engine_weights")
 
 
 def _report(args: argparse.Namespace) -> int:
