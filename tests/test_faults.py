@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -31,10 +32,45 @@ from typing import Any
 import pytest
 import torch
 
+from codedojo.agent.loop import AgentLoop
+from codedojo.agent.prompts import SUBMIT_SENTINEL
+from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.tasks.task import Task, examples_dir
+from codedojo.trial.runner import run_trial
+from codedojo.trial.status import EpisodeStatus
 
 TOKENIZER = byte_level_tokenizer(chat_template=CHATML)
+SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
+FIX = "```bash\necho world > hello.txt\n```"
+
+
+# ----- what a command prints ---------------------------------------------------------------------------
+
+
+def test_floods_binary_and_invalid_utf8_are_ordinary_observations(tmp_path: Path) -> None:
+    flood = "```bash\nhead -c 100000000 /dev/zero | tr '\\0' x\n```"
+    binary = "```bash\nhead -c 4096 /bin/sh\n```"
+    invalid = "```bash\nprintf 'caf\\xe9 \\xc3\\x28 \\xed\\xa0\\x80 end\\n'\n```"
+    agent = AgentLoop(ScriptedPolicy(TOKENIZER, [flood, binary, invalid, FIX, SUBMIT]), trajectory_dir=tmp_path)
+    result = asyncio.run(run_trial(Task.load(examples_dir() / "hello-file"), agent))
+    assert result.status is EpisodeStatus.SUBMITTED and result.reward_valid and result.reward == 1.0
+    assert result.trajectory is not None
+    flooded, dumped, garbled = result.trajectory.turns[:3]
+    assert flooded.return_code == dumped.return_code == garbled.return_code == 0
+    from codedojo.sandbox.base import SandboxLimits
+
+    assert flooded.output_chars <= SandboxLimits().output_bytes + 100  # the head and tail of 100 MB, and a marker
+    observations = [m["content"] for m in result.trajectory.messages if m["role"] == "user"][1:4]
+    assert len(observations[0]) < 20_000  # what the model sees: a head, a tail, and how much is not shown
+    shown = int(re.search(r"(\d+) characters in the middle are not shown", observations[0]).group(1))  # type: ignore[union-attr]
+    assert 99_000_000 < shown < 100_000_000
+    assert "\ufffd" in observations[1] and "caf\ufffd \ufffd(" in observations[2] and "end" in observations[2]
+    (saved,) = tmp_path.glob("*.json")  # the trajectory file holds what the model saw
+    from codedojo.trial.trajectory import Trajectory
+
+    assert Trajectory.load(saved).messages == result.trajectory.messages
 
 
 # ----- the engine server -------------------------------------------------------------------------------

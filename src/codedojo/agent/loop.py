@@ -83,7 +83,10 @@ def observation_variables(result: ExecResult, *, max_chars: int) -> dict[str, An
                                  "output": output, "elided_chars": 0, "head": "", "tail": ""}
     if len(output) > max_chars:
         half = max_chars // 2
-        variables.update(head=output[:half], tail=output[-half:], elided_chars=len(output) - 2 * half)
+        # the middle not shown includes what the sandbox already dropped (`truncated_bytes`): a command that
+        # printed 100 MB is said to have lost ~100 MB, not the ~1 MB the sandbox kept
+        variables.update(head=output[:half], tail=output[-half:],
+                         elided_chars=len(output) - 2 * half + result.truncated_bytes)
     return variables
 
 
