@@ -163,6 +163,14 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(trained: tupl
     la = [json.loads(x) for x in straight.metrics_path.read_text().splitlines() if '"train"' in x][-1]
     lb = [json.loads(x) for x in (resumed_dir / "metrics.jsonl").read_text().splitlines() if '"train"' in x][-1]
     assert la["train/loss"] == pytest.approx(lb["train/loss"], abs=1e-7)
+    # the relaunch measures its evaluation's gain from the run's first evaluation, as the straight run does
+    ea = [json.loads(x) for x in straight.metrics_path.read_text().splitlines() if '"eval"' in x]
+    eb = [json.loads(x) for x in (resumed_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+    assert [r["step"] for r in eb] == [r["step"] for r in ea] == [1, 2]
+    for key in ("eval/held-out/pass@1", "eval/held-out/gain", "eval/held-out/gain_stderr"):
+        assert eb[-1][key] == ea[-1][key], key
+    learned = json.loads((resumed_dir / "learning.json").read_text())["eval"]["held-out"]
+    assert learned == json.loads((straight.run_dir / "learning.json").read_text())["eval"]["held-out"]
 
 
 def test_the_27b_recipe_needs_a_cluster_backend(tmp_path: Path) -> None:

@@ -82,6 +82,13 @@ class EvalReport:
                           **{f"pass@{k}": t.pass_at(k) for k in ks}, "statuses": t.statuses} for t in self.tasks],
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        """The report `to_dict` wrote, without its episodes (what pass@k and paired differences read)."""
+        tasks = [TaskScore(task=t["task"], samples=t["samples"], solved=t["solved"], mean_reward=t["mean_reward"],
+                           statuses=t["statuses"]) for t in data["per_task"]]
+        return cls(tasks=tasks, n=data["n"], statuses=data["statuses"], wall_sec=data["wall_sec"])
+
 
 @dataclass(frozen=True, kw_only=True)
 class PairedDifference:

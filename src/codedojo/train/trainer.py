@@ -27,6 +27,7 @@ from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference, r
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.config.recipe import Recipe
+from codedojo.data.provenance import write_text_atomic
 from codedojo.inference.protocol import Engine, SamplingParams
 from codedojo.inference.specs import LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
@@ -145,7 +146,8 @@ class LocalTrainer:
         self.profile = profile_for(model)
         self.update_config = update_config_for(recipe)
         self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
-        """Every evaluation of this process, by eval set (the first is the before-training one)."""
+        """Every evaluation of the run, by eval set (the first is the before-training one): this process's, and
+        those a resumed run kept from before its checkpoint (`_restore_evals`)."""
 
     async def run(self) -> dict[str, Any]:
         """Train from the latest checkpoint (else from step 0) to num_rollout steps; returns a summary."""
@@ -199,6 +201,7 @@ class LocalTrainer:
             self.console.print(f"resumed from {resumed_from} at step {state.step}")
         metrics = MetricsLog(self.run_dir, start=state.step)
         self._forget_episodes(after=state.step)
+        self._restore_evals(upto=state.step)
         return _Run(state=state, engine=engine, loaded=loaded, metrics=metrics, trace=trace, hook=hook,
                     agent_config=agent_config_for(recipe, profile=self.profile),
                     rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"],
@@ -357,6 +360,7 @@ class LocalTrainer:
         self._dump(step, [slime_sample(e, index=i) for i, e in enumerate(report.episodes)], prefix="eval")
         history = self._evals.setdefault(eval_set.name, [])
         history.append((step, report))
+        write_text_atomic(self._eval_file(eval_set.name, step), json.dumps(data))  # whole, or not at all
         if len(history) > 1:  # the gain since the first evaluation, paired over tasks
             gain = paired_difference(history[0][1], report)
             results.update({f"{prefix}/gain": gain.mean, f"{prefix}/gain_stderr": gain.stderr})
@@ -407,6 +411,23 @@ class LocalTrainer:
                 f.write(json.dumps({"step": step + 1, "task": e.request.task.name, "sample": e.request.sample,
                                     "status": e.status, "reward": e.reward, "turns": len(t.turns) if t else 0,
                                     "error": e.error, "messages": messages}) + "\n")
+
+    def _eval_file(self, name: str, step: int) -> Path:
+        """Where the per-task results of an evaluation after `step` steps are kept (for a resumed run's gain)."""
+        return self.run_dir / "evals" / name / f"step_{step:06d}.json"
+
+    def _restore_evals(self, *, upto: int) -> None:
+        """Take back the evaluations written by `upto` steps, so the gain a resumed run reports is measured from
+        the run's first evaluation; remove later ones (a run killed before their checkpoint), and all of them
+        when the run starts afresh at step 0."""
+        for eval_set in self.eval_sets:
+            for path in sorted((self.run_dir / "evals" / eval_set.name).glob("step_*.json")):
+                step = int(path.stem.removeprefix("step_"))
+                if upto == 0 or step > upto:
+                    path.unlink()
+                else:
+                    report = EvalReport.from_dict(json.loads(path.read_text()))
+                    self._evals.setdefault(eval_set.name, []).append((step, report))
 
     def _forget_episodes(self, *, after: int) -> None:
         """Remove the episode files of steps after `after` (written by a run killed before their checkpoint)."""
