@@ -22,9 +22,12 @@ import contextlib
 import os
 import random
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,18 +35,128 @@ from typing import Any
 import pytest
 import torch
 
-from codedojo.agent.loop import AgentLoop
+from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
+from codedojo.agent.rollout import EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial.runner import run_trial
 from codedojo.trial.status import EpisodeStatus
+from conftest import MakeTask
 
 TOKENIZER = byte_level_tokenizer(chat_template=CHATML)
 SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
 FIX = "```bash\necho world > hello.txt\n```"
+
+
+def _episode(script: list[str], *, task: Task | None = None, agent: AgentConfig | None = None) -> Any:
+    task = task or Task.load(examples_dir() / "hello-file")
+    (episode,) = asyncio.run(run_episodes([EpisodeRequest(task=task, group=0, sample=0, seed=1)],
+                                          engine=ScriptedPolicy(TOKENIZER, script), agent_config=agent or AgentConfig(),
+                                          rollout=RolloutConfig()))
+    return episode
+
+
+@pytest.fixture
+def sandboxes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LocalSandbox]]:
+    """Every local sandbox the test starts, in a state directory of the test's own (outside pytest's folder,
+    which the sandbox's user cannot enter)."""
+    state = Path(tempfile.mkdtemp(prefix="codedojo-faults-"))
+    state.chmod(0o755)
+    monkeypatch.setenv("CODEDOJO_SANDBOX_DIR", str(state))
+    started: list[LocalSandbox] = []
+    real_start = LocalSandbox.start.__func__  # type: ignore[attr-defined]
+
+    async def start(cls: type[LocalSandbox], task: Task, *, limits: Any = None) -> LocalSandbox:
+        started.append(await real_start(cls, task, limits=limits))
+        return started[-1]
+
+    monkeypatch.setattr(LocalSandbox, "start", classmethod(start))
+    yield started
+    shutil.rmtree(state, ignore_errors=True)
+
+
+# ----- sandboxes ------------------------------------------------------------------------------------------
+
+
+def test_a_sandbox_killed_mid_command_is_retried_not_scored(sandboxes: list[LocalSandbox]) -> None:
+    # every process of the first sandbox (its init too) is SIGKILLed from outside while `sleep` runs
+    script = ["```bash\nsleep 2; echo world > hello.txt\n```", SUBMIT]
+
+    async def go() -> Any:
+        playing = asyncio.ensure_future(run_episodes(
+            [EpisodeRequest(task=Task.load(examples_dir() / "hello-file"), group=0, sample=0, seed=1)],
+            engine=ScriptedPolicy(TOKENIZER, script), agent_config=AgentConfig(), rollout=RolloutConfig()))
+        deadline = asyncio.get_running_loop().time() + 60
+        while not (sandboxes and sandboxes[0].command_pids()):
+            assert not playing.done() and asyncio.get_running_loop().time() < deadline, "no command ran"
+            await asyncio.sleep(0.01)  # a bounded poll: until the agent's command runs in the first sandbox
+        for pid in sandboxes[0].pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return await playing
+
+    (episode,) = asyncio.run(go())
+    assert episode.attempts == 2  # the killed attempt was an infrastructure failure, so it ran again
+    assert episode.status is EpisodeStatus.SUBMITTED and episode.valid and episode.reward == 1.0
+
+
+def test_a_sandbox_that_fails_to_start_leaves_nothing_and_is_retried(sandboxes: list[LocalSandbox],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedojo.sandbox.base import SandboxStartError
+    from codedojo.sandbox.bwrap import IsolatedShell
+    from codedojo.sandbox.host import state_root
+
+    real_shell = IsolatedShell.start.__func__  # type: ignore[attr-defined]
+    failed: list[bool] = []
+
+    async def shell(cls: type[IsolatedShell], **kwargs: Any) -> IsolatedShell:
+        if not failed:  # the first sandbox's shell fails after its workspace and cgroup were made
+            failed.append(True)
+            raise SandboxStartError("bubblewrap exited before the sandbox was ready")
+        return await real_shell(cls, **kwargs)
+
+    monkeypatch.setattr(IsolatedShell, "start", classmethod(shell))
+    episode = _episode([FIX, SUBMIT])
+    assert failed and episode.attempts == 2 and episode.valid and episode.reward == 1.0
+    assert list(state_root().iterdir()) == []  # the half-built sandbox was torn down, the retried one closed
+
+
+# ----- verifiers ----------------------------------------------------------------------------------------
+
+FAULTY_TEST_SH = """#!/bin/bash
+case "$(cat /tmp/fault 2>/dev/null)" in
+  hang) sleep 600 ;;
+  malformed) echo '{"reward": 1,' > /logs/verifier/reward.json; exit 0 ;;
+  missing) exit 0 ;;
+esac
+[ "$(cat /app/hello.txt 2>/dev/null)" = world ] && echo 1 > /logs/verifier/reward.txt \
+  || echo 0 > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.parametrize("fault", ["hang", "malformed", "missing"])
+def test_a_verifier_fault_is_retried_not_scored(make_task: MakeTask, monkeypatch: pytest.MonkeyPatch,
+                                                fault: str) -> None:
+    import codedojo.trial.runner as runner
+
+    real_verify = runner.verify
+    planted: list[str] = []
+
+    async def verify(task: Task, sandbox: Any, **kwargs: Any) -> dict[str, float]:
+        if not planted:  # the first verification only: the fault is transient
+            planted.append(fault)
+            await sandbox.exec(f"echo {fault} > /tmp/fault", timeout_sec=30, user="root")
+        return await real_verify(task, sandbox, **kwargs)
+
+    monkeypatch.setattr(runner, "verify", verify)
+    task = make_task(test_sh=FAULTY_TEST_SH, verifier_timeout=5.0)
+    episode = _episode([FIX, SUBMIT], task=task)
+    assert planted and episode.attempts == 2  # a verifier error, never a zero: retried
+    assert episode.status is EpisodeStatus.SUBMITTED and episode.valid and episode.reward == 1.0
 
 
 # ----- what a command prints ---------------------------------------------------------------------------

@@ -31,6 +31,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "bounded poll: until the Ray head answers /api/version, STARTUP_LIMIT_SEC, then a RuntimeError",
     ("ray_support.py", "_stop_group", "time.sleep(0.2)"):
         "bounded poll: until the head's process group has exited, 5 s, then SIGKILL to what is left",
+    ("test_faults.py", "test_a_sandbox_killed_mid_command_is_retried_not_scored.go", "asyncio.sleep(0.01)"):
+        "bounded poll: until the agent's command runs in the first sandbox, 60 s, then an assertion saying so",
     ("test_inference_engine.py", "test_cancelled_requests_free_their_row.run", "asyncio.sleep(0)"):
         "yield: the new request's task posts it to the engine (generate posts before its first await)",
     ("test_inference_engine.py", "test_many_concurrent_sessions.episode", "asyncio.sleep(0)"):

@@ -177,6 +177,11 @@ class LocalSandbox:
                 result = replace(result, oom_killed=True)
             return result
 
+    def pids(self) -> list[int]:
+        """Host pids of every process in the sandbox, its init included (empty without cgroups): what an
+        operator kills to take the sandbox down from outside."""
+        return self._cgroup.pids() if self._cgroup is not None else []
+
     def command_pids(self) -> list[int]:
         """Host pids of processes started by commands that are still alive (empty between commands)."""
         if self._cgroup is None:
