@@ -126,6 +126,8 @@ class Task:
 def _check_script(path: Path, label: str, problems: list[str]) -> None:
     if path.is_symlink():
         problems.append(f"{label} is a symlink; it must be a regular file inside the task")
+    elif path.exists() and not path.is_file():
+        problems.append(f"{label} is not a regular file (a directory?); it must be the script itself")
     elif not path.is_file():
         problems.append(f"{label} is missing")
     else:
@@ -207,7 +209,13 @@ def _inside(candidate: Path, root: Path) -> bool:
 def _check_instruction(path: Path, label: str, problems: list[str]) -> None:
     if not path.is_file():
         problems.append(f"{label} is missing")
-    elif not strip_canary(path.read_text(encoding="utf-8", errors="replace")).strip():
+        return
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(f"{label} is not UTF-8 text (byte {e.start}); save it as UTF-8")
+        return
+    if not strip_canary(text).strip():
         problems.append(f"{label} is empty")
 
 

@@ -87,6 +87,12 @@ def _step_config(task: Task) -> StepConfig | None:
     return next((s for s in task.config.steps if s.name == task.step), None) if task.step else None
 
 
+def _shown(value: object) -> str:
+    """`value`'s repr cut to a line: a reward file can be megabytes, an error message should not be."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
 def parse_reward_json(data: bytes) -> dict[str, float]:
     if not data.strip():
         raise VerifierError("reward.json is empty")
@@ -99,7 +105,7 @@ def parse_reward_json(data: bytes) -> dict[str, float]:
     rewards = {}
     for key, v in value.items():
         if not isinstance(v, int | float) or not math.isfinite(v):
-            raise VerifierError(f"reward.json: {key!r} is {v!r}, not a finite number or a boolean")
+            raise VerifierError(f"reward.json: {_shown(key)} is {_shown(v)}, not a finite number or a boolean")
         rewards[key] = float(v)  # True -> 1.0, False -> 0.0
     if "reward" not in rewards:
         rewards["reward"] = sum(rewards.values()) / len(rewards)
@@ -113,9 +119,9 @@ def parse_reward_txt(data: bytes) -> dict[str, float]:
     try:
         value = float(text)
     except ValueError:
-        raise VerifierError(f"reward.txt holds {text[:80]!r}, not a number") from None
+        raise VerifierError(f"reward.txt holds {_shown(text)}, not a number") from None
     if not math.isfinite(value):
-        raise VerifierError(f"reward.txt holds {text!r}, not a finite number")
+        raise VerifierError(f"reward.txt holds {_shown(text)}, not a finite number")
     return {"reward": value}
 
 
