@@ -4,14 +4,21 @@ point with the test that guards it; the rows other files already guard are named
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+from codedojo.config import AgentTaskDataset, SmolLM2_Recipe, TrainConfig
+from codedojo.inference import TinyModel
+from codedojo.precision import check_device
 from codedojo.tasks.task import Task, TaskError, examples_dir
+from codedojo.train.launch import load_tasks
 from codedojo.trial.verifier import VerifierError, parse_reward_json, parse_reward_txt
 
 EXAMPLE = examples_dir() / "hello-file"
@@ -61,3 +68,72 @@ def test_a_huge_reward_file_is_refused_in_one_short_line(parse: Callable[[bytes]
     with pytest.raises(VerifierError) as raised:
         parse(data)
     assert len(str(raised.value)) < 200 and "characters)" in str(raised.value)
+
+
+# ----- dataset rows --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"prompt": "x"\n', "rows.jsonl:1: not JSON (Expecting ',' delimiter)"),
+        (b"[1, 2]\n", "rows.jsonl:1: a row must be a JSON object"),
+        (b'\n{"prompt": "x", "label": "a"}\n', "rows.jsonl: row 1 has no metadata.task_path (the task directory"),
+        (b'{"prompt": "x", "metadata": {"task_path": 5}}\n', "row 1: metadata.task_path is 5, not a string"),
+        (b'{"prompt": "x", "metadata": {"task_path": "a"}}\n\xff\xfe\n', "rows.jsonl:2: not UTF-8 text"),
+        (b'{"prompt": "x", "metadata": {"task_path": "gone"}}\n', "1 training task(s) are invalid:\n"),
+        (b"", "AgentTaskDataset('{path}') has no tasks"),
+    ],
+    ids=["not-json", "not-an-object", "no-task-path", "task-path-not-a-string", "not-utf8", "no-such-task", "empty"],
+)
+def test_bad_dataset_rows_are_named_by_file_and_row(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as raised:
+        load_tasks(AgentTaskDataset(path))
+    assert message.format(path=path) in str(raised.value)
+
+
+def test_a_missing_dataset_file_says_how_to_write_one(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"missing.jsonl: no such dataset file \(write one with `codedojo"):
+        load_tasks(AgentTaskDataset(tmp_path / "missing.jsonl"))
+
+
+# ----- TrainConfig ---------------------------------------------------------------------------------------
+
+
+def _dataset(tmp_path: Path) -> AgentTaskDataset:
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"prompt": "x", "label": "hello-file", "metadata": {"task_path": str(EXAMPLE)}}))
+    return AgentTaskDataset(path)
+
+
+def test_train_config_refuses_a_model_that_is_no_model(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"model must be a model spec .* got int"):
+        TrainConfig(model=3, dataset=_dataset(tmp_path), recipe=SmolLM2_Recipe())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"model": "no-such-model"}, "unknown model 'no-such-model': use one of"),
+     ({"device": "tpu"}, "device 'tpu' is not a torch device: use cpu, cuda or cuda:N")],
+    ids=["unknown-model", "unknown-device"],
+)
+def test_a_run_with_a_bad_model_or_device_stops_before_writing_anything(tmp_path: Path, change: dict[str, Any],
+                                                                        message: str) -> None:
+    run_dir = tmp_path / "run"
+    settings = {"model": TinyModel(), "dataset": _dataset(tmp_path), "recipe": SmolLM2_Recipe(num_rollout=1),
+                "run_dir": run_dir}
+    config = TrainConfig(**{**settings, **change})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config.launch()
+    assert not run_dir.exists()
+
+
+def test_a_device_torch_cannot_use_is_named() -> None:
+    assert check_device("cpu") == "cpu" and check_device(None) in ("cpu", "cuda")
+    with pytest.raises(ValueError, match="'tpu' is not a torch device"):
+        check_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="'cuda': torch sees no CUDA device on this machine; use cpu"):
+            check_device("cuda")

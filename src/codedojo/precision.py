@@ -37,6 +37,23 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device: str | None) -> str:
+    """`device` (the default when None) once torch can place tensors there; else a ValueError naming it and
+    what to use, before anything loads (torch's own error comes from deep inside the first tensor move)."""
+    if device is None:
+        return default_device()
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a torch device: use cpu, cuda or cuda:N") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: torch sees no CUDA device on this machine; use cpu")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"numbered from 0")
+    return device
+
+
 @functools.cache
 def cpu_native_bf16() -> bool:
     """Whether this CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX tiles)."""

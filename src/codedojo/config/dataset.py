@@ -40,7 +40,11 @@ class DatasetConfig(ABC):
             metadata = row.get("metadata") or {}
             task_path = metadata.get("task_path") if isinstance(metadata, dict) else None
             if not task_path:
-                raise ValueError(f"{base or type(self).__name__}: row {i + 1} has no metadata.task_path")
+                raise ValueError(f"{base or type(self).__name__}: row {i + 1} has no metadata.task_path (the task "
+                                 "directory; rows are {prompt, label, metadata: {task_path}})")
+            if not isinstance(task_path, str):
+                raise ValueError(f"{base or type(self).__name__}: row {i + 1}: metadata.task_path is {task_path!r}, "
+                                 "not a string (the task directory's path)")
             path = Path(task_path)
             paths.append(path if path.is_absolute() else root / path)
         return paths
@@ -55,8 +59,12 @@ class AgentTaskDataset(DatasetConfig):
     def rows(self) -> Iterator[dict[str, Any]]:
         if not self.path.is_file():
             raise FileNotFoundError(f"{self.path}: no such dataset file (write one with `codedojo dataset`)")
-        with self.path.open(encoding="utf-8") as source:
-            for number, line in enumerate(source, start=1):
+        with self.path.open("rb") as source:
+            for number, raw in enumerate(source, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ValueError(f"{self.path}:{number}: not UTF-8 text (JSONL is UTF-8)") from None
                 if not line.strip():
                     continue
                 try:

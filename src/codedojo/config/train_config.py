@@ -73,6 +73,9 @@ class TrainConfig:
     """Torch device of the local backend (default: cuda when available, else cpu)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, str) and not callable(getattr(self.model, "load", None)):
+            raise TypeError(f"model must be a model spec (e.g. SmolLM2_135M_Instruct(), HFFolder(path=...)) or a "
+                            f"model name or folder, got {type(self.model).__name__}")
         if not isinstance(self.dataset, DatasetConfig):
             raise TypeError(f"dataset must be a DatasetConfig (e.g. AgentTaskDataset(path)), got "
                             f"{type(self.dataset).__name__}")

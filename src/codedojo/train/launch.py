@@ -18,8 +18,10 @@ from codedojo.config.dataset import AgentTaskDataset, DatasetConfig
 from codedojo.config.recipe import EvalDefaults, Recipe
 from codedojo.config.run import Run
 from codedojo.config.train_config import TrainConfig
+from codedojo.data.provenance import write_text_atomic
 from codedojo.inference.protocol import SamplingParams
-from codedojo.precision import compute_dtype, default_device, native_bf16
+from codedojo.inference.specs import resolve_model
+from codedojo.precision import check_device, compute_dtype, native_bf16
 from codedojo.tasks.task import Task, TaskError
 from codedojo.train.trainer import EngineFactory, EvalSet, LocalTrainer
 
@@ -31,11 +33,13 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
     run_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
     if (run_dir / "config.json").is_file():
         run_id = json.loads((run_dir / "config.json").read_text()).get("training_run_id", run_id)
+    # Everything the run reads is checked before its directory is made: a bad input leaves nothing behind.
     tasks = load_tasks(config.dataset)
     evals = eval_sets(config.recipe)
-    device = config.device or default_device()
+    device = check_device(config.device)
+    resolve_model(config.model)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({
+    write_text_atomic(run_dir / "config.json", json.dumps({
         "training_run_id": run_id, "model": getattr(config.model, "name", str(config.model)),
         "dataset": repr(config.dataset), "recipe_class": type(config.recipe).__name__,
         "recipe": {f.name: getattr(config.recipe, f.name) for f in dataclasses.fields(config.recipe)},
