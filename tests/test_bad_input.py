@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from codedojo.cli import main
 from codedojo.config import AgentTaskDataset, SmolLM2_Recipe, TrainConfig
 from codedojo.inference import TinyModel
 from codedojo.precision import check_device
@@ -137,3 +138,69 @@ def test_a_device_torch_cannot_use_is_named() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="'cuda': torch sees no CUDA device on this machine; use cpu"):
             check_device("cuda")
+
+
+# ----- command-line arguments ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "--tasks", "x", "--n", "0"], "argument --n: must be at least 1, got 0"),
+        (["eval", "--tasks", "x", "--max-sandboxes", "-2"], "argument --max-sandboxes: must be at least 1, got -2"),
+        (["serve", "--port", "70000"], "argument --port: must be 0 (any free port) to 65535, got 70000"),
+        (["serve", "--max-running", "0"], "argument --max-running: must be at least 1, got 0"),
+        (["dataset", "probe", "--input", "x", "--n", "two"], "argument --n: 'two' is not an integer"),
+        (["tasks", "check", "--workers", "0"], "argument --workers: must be at least 1, got 0"),
+        (["sft", "--trajectories", "x", "--out", "y", "--epochs", "0"], "argument --epochs: must be at least 1"),
+    ],
+    ids=["eval-n", "eval-sandboxes", "serve-port", "serve-max-running", "probe-n", "check-workers", "sft-epochs"],
+)
+def test_an_argument_out_of_range_is_refused_by_name(argv: list[str], message: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "--set", "num_rollout"], "codedojo train: --set 'num_rollout': expected FIELD=VALUE"),
+        (["train", "--set", "lrr=1"], "codedojo train: --set: unknown key 'lrr' in the top level; did you mean 'lr'?"),
+        (["train", "--set", "lr=fast"], "codedojo train: --set: lr must be a number, got 'fast'"),
+        (["train", "--model", "no-such-model"], "codedojo train: unknown model 'no-such-model'"),
+        (["eval", "--tasks", str(EXAMPLE), "--model", "no-such-model"], "codedojo eval: unknown model 'no-such-model'"),
+        (["eval", "--tasks", str(EXAMPLE), "--model", "tiny-llama", "--temperature", "-1"],
+         "codedojo eval: invalid sampling parameters: temperature must be a finite number >= 0, got -1.0"),
+        (["eval", "--tasks", str(EXAMPLE), "--model", "tiny-llama", "--device", "tpu"],
+         "codedojo eval: device 'tpu' is not a torch device"),
+        (["serve", "--model", "tiny-llama", "--device", "tpu"], "codedojo serve: device 'tpu' is not a torch device"),
+        (["serve", "--model", "tiny-llama", "--max-step-tokens", "8"],
+         "codedojo serve: max_step_tokens (8) must be >= 2 * max_running (64)"),
+        (["sft", "--trajectories", "x", "--out", "out", "--model", "no-such-model"],
+         "codedojo sft: unknown model 'no-such-model'"),
+        (["trial", str(EXAMPLE.parent / "no-such-task")], "no-such-task: not a directory"),
+    ],
+    ids=["set-no-value", "set-unknown-field", "set-wrong-type", "train-model", "eval-model", "eval-temperature",
+         "eval-device", "serve-device", "serve-step-tokens", "sft-model", "trial-no-task"],
+)
+def test_a_bad_setting_stops_the_command_with_one_line_and_writes_nothing(
+        argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # where a run directory (runs/...) or an output would go
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_port_that_is_taken_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", "tiny-llama", "--port", str(port)]) == 2
+    assert f"codedojo serve: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codedojo.cli import positive_int
+
 BUDGET_DEFAULTS = " (default: the small recipe's with the small profile, else mini-swe-agent's)"
 
 
@@ -19,19 +21,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--model", default="smollm2-135m-instruct",
                    help="model name (smollm2-135m-instruct, tiny-llama, tiny-qwen3) or a Hugging Face folder")
     p.add_argument("--tasks", type=Path, nargs="+", required=True, help="task directories or folders of tasks")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks (sorted by path)")
-    p.add_argument("--n", type=int, default=1, help="episodes per task (default: 1)")
+    p.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N tasks (sorted by path)")
+    p.add_argument("--n", type=positive_int, default=1, help="episodes per task (default: 1)")
     p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default: 1.0)")
-    p.add_argument("--max-steps", type=int, default=None,
+    p.add_argument("--max-steps", type=positive_int, default=None,
                    help="model replies per episode" + BUDGET_DEFAULTS)
-    p.add_argument("--max-new-tokens", type=int, default=None,
+    p.add_argument("--max-new-tokens", type=positive_int, default=None,
                    help="tokens per reply" + BUDGET_DEFAULTS)
-    p.add_argument("--max-context", type=int, default=None,
+    p.add_argument("--max-context", type=positive_int, default=None,
                    help="tokens per episode" + BUDGET_DEFAULTS)
     p.add_argument("--profile", choices=("standard", "small"), default=None,
                    help="prompt profile (default: the model's)")
-    p.add_argument("--max-sandboxes", type=int, default=8, help="episodes holding a sandbox at once (default: 8)")
+    p.add_argument("--max-sandboxes", type=positive_int, default=8,
+                   help="episodes holding a sandbox at once (default: 8)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
     p.add_argument("--trajectories", type=Path, default=None,
                    help="write each episode's trajectory here; the same evaluation rerun with the same folder "
@@ -53,6 +56,8 @@ def _eval(args: argparse.Namespace) -> int:
     from codedojo.agent.loop import AgentConfig
     from codedojo.agent.rollout import RolloutConfig
     from codedojo.inference.protocol import SamplingParams
+    from codedojo.inference.specs import resolve_model
+    from codedojo.precision import check_device
     from codedojo.tasks.task import Task, TaskError, discover_tasks
 
     try:
@@ -63,17 +68,23 @@ def _eval(args: argparse.Namespace) -> int:
     if not tasks:
         print("no tasks found", file=sys.stderr)
         return 2
+    try:  # the model's name and the settings are checked before the model loads
+        spec = resolve_model(args.model)
+        profile_name = args.profile or profile_for(spec)
+        device = check_device(args.device)
+        sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p)
+    except ValueError as e:
+        print(f"codedojo eval: {e}", file=sys.stderr)
+        return 2
     console = Console(stderr=True)
-    profile_name = args.profile or profile_for(args.model)
     budgets = episode_budgets(profile_name, max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
                               max_context_tokens=args.max_context)
-    config = AgentConfig(prompt_profile=profile_name, **budgets,
-                         sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p))
+    config = AgentConfig(prompt_profile=profile_name, **budgets, sampling=sampling)
     rollout = RolloutConfig(max_open_sandboxes=args.max_sandboxes)
 
     async def go():  # type: ignore[no-untyped-def]
         with console.status(f"loading {args.model}"):
-            engine = await open_engine(args.model, device=args.device)
+            engine = await open_engine(args.model, device=device)
         try:
             return await evaluate(tasks, engine=engine, n=args.n, agent_config=config, rollout=rollout,
                                   seed=args.seed, trajectory_dir=args.trajectories, model=args.model,

@@ -35,8 +35,8 @@ async def open_engine(model: ModelLike, *, device: str | None = None, dtype: Any
     dtype: the engine's compute dtype, a torch dtype or "float32" (the exactness reference, the default),
     "bfloat16", "float16" or "auto" (bf16 where the device has it natively; `inference.engine.engine_dtype`)."""
     from codedojo.inference.engine import LocalEngine
-    from codedojo.precision import default_device
+    from codedojo.precision import check_device
 
-    engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=device or default_device(),
+    engine: Engine = await asyncio.to_thread(LocalEngine.from_spec, model, device=check_device(device),
                                              dtype=dtype, **engine_options)
     return engine

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codedojo.cli import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dataset = sub.add_parser(
@@ -25,10 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     source.add_argument("--swe-rebench", metavar="FILE_OR_DATASET",
                         help="SWE-rebench V2 rows (.parquet/.json/.jsonl, or nebius/SWE-rebench-V2)")
     p.add_argument("--tier", choices=("warmup", "easy", "hard"), help="--builtin: only this tier")
-    p.add_argument("--limit", type=int, help="--builtin / --swe-rebench: at most this many tasks")
+    p.add_argument("--limit", type=positive_int, help="--builtin / --swe-rebench: at most this many tasks")
     p.add_argument("--seed", type=int, default=0, help="--builtin: generation seed (default 0)")
     p.add_argument("--repo", action="append", help="--builtin: only this bundled repository (repeatable)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="--builtin: mutants tested at once")
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                   help="--builtin: mutants tested at once")
     p.set_defaults(func=_ingest)
 
     p = stages.add_parser("prefilter", help="keep rows whose metadata matches",
@@ -46,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           description="Runs the reference solution twice (a task it does not solve both times is "
                           "flaky) and the nop agent once per task. Resumable: results go to a journal.")
     _io(p, default_output="validated.jsonl")
-    p.add_argument("--workers", type=int, default=2, help="tasks checked at once (default 2)")
+    p.add_argument("--workers", type=positive_int, default=2, help="tasks checked at once (default 2)")
     p.add_argument("--backend", default="local", help="sandbox backend: local, docker, modal (default local)")
     p.set_defaults(func=_validate)
 
@@ -55,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           "of the training repositories), and prints the balance report.")
     p.add_argument("--input", type=Path, required=True, help="rows to split")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--eval-size", type=int, help="eval tasks")
+    size.add_argument("--eval-size", type=positive_int, help="eval tasks")
     size.add_argument("--eval-fraction", type=float, default=0.2, help="eval tasks as a share of all (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
     p.add_argument("--balance", choices=("proportional", "equal"), default="proportional",
@@ -64,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = stages.add_parser("sample", help="a balanced sample of N tasks (train-N.jsonl, eval-N.jsonl)")
     p.add_argument("--input", type=Path, required=True, help="rows to sample from (train-full.jsonl, eval.jsonl)")
-    p.add_argument("--size", type=int, required=True, help="tasks to sample")
+    p.add_argument("--size", type=positive_int, required=True, help="tasks to sample")
     p.add_argument("--name", help="output name without .jsonl (default: train-N or eval-N after the input)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--balance", choices=("proportional", "equal"), default="proportional", help="target mix")
@@ -76,18 +79,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           "journalled in <input>-probe-<model>-n<n>.episodes.jsonl as it finishes.")
     p.add_argument("--input", type=Path, required=True, help="rows to probe (e.g. train-300.jsonl)")
     p.add_argument("--model", default="smollm2-135m-instruct", help="model name or Hugging Face folder")
-    p.add_argument("--n", type=int, default=8, help="episodes per task (default 8)")
+    p.add_argument("--n", type=positive_int, default=8, help="episodes per task (default 8)")
     p.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
     p.add_argument("--from-dump", type=Path,
                    help="count a rollout dump (rollout_eval_0.pt) or a `codedojo eval --trajectories` folder instead")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
-    p.add_argument("--max-steps", type=int, default=75, help="model replies per episode (default 75)")
-    p.add_argument("--max-new-tokens", type=int, default=1024, help="tokens per reply (default 1024)")
-    p.add_argument("--max-context", type=int, default=32768, help="tokens per episode (default 32768)")
+    p.add_argument("--max-steps", type=positive_int, default=75, help="model replies per episode (default 75)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=1024, help="tokens per reply (default 1024)")
+    p.add_argument("--max-context", type=positive_int, default=32768, help="tokens per episode (default 32768)")
     p.add_argument("--episode-timeout", type=float, default=1800.0, help="seconds per episode (default 1800)")
     p.add_argument("--command-timeout", type=float, default=120.0, help="seconds per command (default 120)")
     p.add_argument("--profile", choices=("standard", "small"), help="prompt profile (default: the model's)")
-    p.add_argument("--concurrency", type=int, default=8, help="episodes at once (default 8)")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="episodes at once (default 8)")
     p.add_argument("--backend", default="local", help="sandbox backend (default local)")
     p.add_argument("--device", help="torch device (default: cuda if available)")
     p.add_argument("--trajectories", type=Path, help="also save every episode's trajectory here")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from codedojo.inference.specs import ModelSpec
 
+from codedojo.cli import port_number, positive_int
 from codedojo.inference.protocol import ENGINE_DTYPES
 
 
@@ -23,18 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="smollm2-135m-instruct, tiny-llama, tiny-qwen3 or a Hugging Face folder "
                    "(default: smollm2-135m-instruct)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=30000, help="port (default: 30000; 0 = any free port)")
+    p.add_argument("--port", type=port_number, default=30000, help="port (default: 30000; 0 = any free port)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--dtype", default="float32", choices=ENGINE_DTYPES,
                    help="compute dtype of the layers and the KV cache; norms, embeddings, head and sampling stay "
                    "fp32; auto = bfloat16 where the device has native bf16 (default: float32, the exact one)")
-    p.add_argument("--kv-budget-tokens", type=int, default=None,
+    p.add_argument("--kv-budget-tokens", type=positive_int, default=None,
                    help="KV cache budget in tokens (default: a quarter of memory, at most 8 GiB)")
-    p.add_argument("--max-running", type=int, default=64, help="most requests in the running batch (default: 64)")
-    p.add_argument("--max-step-tokens", type=int, default=1024,
+    p.add_argument("--max-running", type=positive_int, default=64,
+                   help="most requests in the running batch (default: 64)")
+    p.add_argument("--max-step-tokens", type=positive_int, default=1024,
                    help="most tokens per forward step, decode plus prefill chunks (default: 1024)")
     p.add_argument("--seed", type=int, default=None, help="seed for requests that carry none")
-    p.add_argument("--context-length", type=int, default=None,
+    p.add_argument("--context-length", type=positive_int, default=None,
                    help="positions of a tiny test model (tiny-llama, tiny-qwen3; default 2048); a real model's "
                    "context comes from its config")
     p.add_argument("--no-prefix-cache", action="store_true",
@@ -50,14 +52,16 @@ def _serve(args: argparse.Namespace) -> int:
     from codedojo.inference.errors import InferenceError
     from codedojo.inference.server import serve
     from codedojo.inference.specs import resolve_model
+    from codedojo.precision import check_device
 
     try:
+        device = check_device(args.device)
         spec = resolve_model(args.model)
         if args.context_length is not None:
             spec = _with_context(spec, args.context_length)
         engine = LocalEngine.from_spec(
             spec,
-            device=args.device,
+            device=device,
             dtype=args.dtype,
             kv_budget_tokens=args.kv_budget_tokens,
             max_running=args.max_running,
@@ -65,7 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
             seed=args.seed,
             prefix_cache=not args.no_prefix_cache,
         )
-    except InferenceError as error:
+    except (InferenceError, ValueError) as error:  # a bad model, device or engine setting, named
         print(f"codedojo serve: {error}", file=sys.stderr)
         return 2
 
@@ -82,7 +86,12 @@ def _serve(args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             pass
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except OSError as error:  # the address is taken or not this machine's
+        print(f"codedojo serve: cannot listen on {args.host}:{args.port}: {error.strerror or error}; pick another "
+              "--port (0: any free one) or --host", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from codedojo.cli import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tasks = sub.add_parser("tasks", help="work with Harbor task directories")
@@ -26,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "what the scrub removes is reported as scrubbed). Without paths, checks the bundled example tasks. Exit "
         "status 1 if any task misbehaves.")
     p.add_argument("paths", nargs="*", type=Path, help="task directories, or folders holding tasks")
-    p.add_argument("--workers", type=int, default=2, help="tasks checked at once (default: 2)")
+    p.add_argument("--workers", type=positive_int, default=2, help="tasks checked at once (default: 2)")
     p.add_argument("--backend", default="local", help="sandbox backend (default: local)")
     p.add_argument("--json", action="store_true", help="print one JSON object per task")
     p.add_argument("--strict-history", action="store_true",

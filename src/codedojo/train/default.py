@@ -157,13 +157,17 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     from codedojo.agent.budget import recipe_budget
     from codedojo.agent.engines import profile_for
     from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
-    from codedojo.inference.specs import HFFolder
-    from codedojo.precision import default_device
+    from codedojo.inference.specs import HFFolder, resolve_model
+    from codedojo.precision import check_device
+    from codedojo.records import record_fields
     from codedojo.train.sft import SFTConfig
 
     console = Console(stderr=True)
-    device = device or default_device()
+    # The settings are checked before the suite is generated and anything is written.
+    device = check_device(device)
     model = model or DEFAULT_MODEL
+    resolve_model(model)
+    record_fields(SmolLM2_Recipe, overrides, where="--set")
     tier = tier or DEFAULT_TIER
     train_tasks, eval_tasks, curriculum = default_tasks(tier, console=console, quick=quick)
     run_dir = run_dir or Path("runs") / time.strftime("default-%Y%m%d-%H%M%S")

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from codedojo.cli import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -16,13 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tasks", type=Path, nargs="+", required=True, help="task directories or folders of tasks")
     p.add_argument("--out", type=Path, required=True, help="directory for the trajectory files")
     p.add_argument("--model", default="smollm2-135m-instruct", help="whose tokenizer and prompt profile to use")
-    p.add_argument("--per-task", type=int, default=1, help="episodes per task (default: 1)")
+    p.add_argument("--per-task", type=positive_int, default=1, help="episodes per task (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the expert's choices (default: 0)")
-    p.add_argument("--max-steps", type=int, default=None,
+    p.add_argument("--max-steps", type=positive_int, default=None,
                    help="agent steps per episode (default: the model profile's budget, codedojo.agent.budget)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
+    p.add_argument("--max-new-tokens", type=positive_int, default=None,
                    help="tokens per reply (default: the profile's; a longer expert reply is an error)")
-    p.add_argument("--max-context", type=int, default=None, help="tokens per episode (default: the profile's)")
+    p.add_argument("--max-context", type=positive_int, default=None, help="tokens per episode (default: the profile's)")
     p.set_defaults(func=_demos)
 
     p = sub.add_parser(
@@ -35,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--min-reward", type=float, default=None,
                    help="keep only episodes whose reward reached this (rejection sampling)")
     p.add_argument("--out", type=Path, required=True, help="output directory (metrics, report, final/)")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=positive_int, default=1)
     p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch", type=int, default=8, help="trajectories per optimizer step (default: 8)")
+    p.add_argument("--batch", type=positive_int, default=8, help="trajectories per optimizer step (default: 8)")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (default: 0, full fine-tuning)")
     p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                    help="training matmuls (default: auto, bf16 where the device computes it natively)")
@@ -60,7 +62,11 @@ def _demos(args: argparse.Namespace) -> int:
     except TaskError as e:
         print(e, file=sys.stderr)
         return 2
-    tokenizer = resolve_model(args.model).load_tokenizer()
+    try:
+        tokenizer = resolve_model(args.model).load_tokenizer()
+    except ValueError as e:  # an unknown model, or a folder without a usable tokenizer
+        print(f"codedojo demos: {e}", file=sys.stderr)
+        return 2
     profile = profile_for(args.model)
     budget = profile_budget(profile).agent_fields()
     for field, value in (("max_steps", args.max_steps), ("max_new_tokens", args.max_new_tokens),
@@ -81,10 +87,17 @@ def _demos(args: argparse.Namespace) -> int:
 
 
 def _sft(args: argparse.Namespace) -> int:
-    from codedojo.precision import default_device
+    from codedojo.inference.specs import resolve_model
+    from codedojo.precision import check_device
     from codedojo.train.report import write_report
     from codedojo.train.sft import SFTConfig, load_trajectories, run_sft
 
+    try:  # checked before anything loads or is written
+        resolve_model(args.model)
+        device = check_device(args.device)
+    except ValueError as e:
+        print(f"codedojo sft: {e}", file=sys.stderr)
+        return 2
     trajectories = load_trajectories(args.trajectories, min_reward=args.min_reward)
     if not trajectories:
         print("no usable trajectories found", file=sys.stderr)
@@ -92,7 +105,7 @@ def _sft(args: argparse.Namespace) -> int:
     config = SFTConfig(epochs=args.epochs, lr=args.lr, batch_sequences=args.batch, lora_rank=args.lora_rank,
                        bf16={"auto": None, "bf16": True, "fp32": False}[args.precision])
     summary = run_sft(model=args.model, trajectories=trajectories, config=config, out_dir=args.out,
-                      device=args.device or default_device())
+                      device=device)
     write_report(args.out)
     print(f"fine-tuned on {summary['trajectories']} trajectories ({summary['tokens']} tokens, {summary['steps']} "
           f"steps, {summary['seconds']} s); model: {summary['final_model']}")
