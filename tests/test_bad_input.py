@@ -4,19 +4,24 @@ point with the test that guards it; the rows other files already guard are named
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import torch
+from aiohttp import web
 
 from codedojo.cli import main
 from codedojo.config import AgentTaskDataset, SmolLM2_Recipe, TrainConfig
-from codedojo.inference import TinyModel
+from codedojo.inference import LocalEngine, TinyModel
+from codedojo.inference.server import MAX_BODY_BYTES, InferenceServer
 from codedojo.precision import check_device
 from codedojo.tasks.task import Task, TaskError, examples_dir
 from codedojo.train.launch import load_tasks
@@ -204,3 +209,83 @@ def test_a_port_that_is_taken_is_named(capsys: pytest.CaptureFixture[str]) -> No
         port = taken.getsockname()[1]
         assert main(["serve", "--model", "tiny-llama", "--port", str(port)]) == 2
     assert f"codedojo serve: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+# ----- HTTP request bodies (`codedojo serve`) ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """A tiny model's server on a loop of its own thread, so each test posts with asyncio.run."""
+    engine = LocalEngine.from_spec(TinyModel(), seed=0)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(InferenceServer(engine, model_name="tiny-llama").app())
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(60)
+        asyncio.run_coroutine_threadsafe(engine.close(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    async def post() -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as http, http.post(
+                url, data=body, headers={"Content-Type": "application/json"}) as response:
+            return response.status, await response.json()
+
+    return asyncio.run(post())
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "status", "param", "message"),
+    [
+        ("/v1/chat/completions", b"{not json", 400, None, "request body is not JSON"),
+        ("/v1/chat/completions", b"[1, 2]", 400, None, "request body must be a JSON object"),
+        ("/v1/chat/completions", {"model": "tiny-llama"}, 400, "messages", "messages must be a non-empty list"),
+        ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, 400, "messages",
+         "messages[0] must be an object with a role"),
+        ("/v1/chat/completions", {"messages": HI, "temperature": "hot"}, 400, "temperature",
+         "temperature must be a number, got 'hot'"),
+        ("/v1/chat/completions", {"messages": HI, "max_tokens": "ten"}, 400, "max_tokens",
+         "max_tokens must be an integer of at least 1, got 'ten'"),
+        ("/v1/chat/completions", {"messages": HI, "chat_template_kwargs": "x"}, 400, "chat_template_kwargs",
+         "chat_template_kwargs must be an object"),
+        ("/v1/chat/completions", {"messages": HI, "max_token": 3}, 400, None, "unknown chat completion keys: "
+         "['max_token']"),
+        ("/v1/chat/completions", {"messages": HI, "model": "gpt-7"}, 404, "model",
+         "The model 'gpt-7' does not exist on this server; it serves 'tiny-llama'"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 2100}]}, 400, "messages",
+         "maximum context length is 2048 tokens"),
+        ("/generate", {"sampling_params": {}}, 400, None, "give exactly one of text or input_ids"),
+        ("/generate", {"text": "hi", "sampling_params": []}, 400, None, "sampling_params must be an object"),
+        ("/generate", {"text": "hi", "sampling_params": {"temperature": "x"}}, 400, "sampling_params",
+         "sampling_params.temperature must be a number, got 'x'"),
+        ("/generate", {"input_ids": [5] * 2048}, 400, "messages", "maximum context length is 2048 tokens"),
+    ],
+    ids=["invalid-json", "not-an-object", "missing-messages", "message-without-role", "temperature-type",
+         "max-tokens-type", "template-kwargs-type", "unknown-key", "unknown-model", "chat-over-context",
+         "generate-no-prompt", "sampling-params-type", "sampling-temperature-type", "generate-over-context"],
+)
+def test_a_bad_request_body_is_an_openai_shaped_error_naming_the_field(
+        server_url: str, route: str, body: Any, status: int, param: str | None, message: str) -> None:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    got, answer = _post(server_url + route, data)
+    assert got == status and set(answer["error"]) == {"message", "type", "param", "code"}
+    assert message in answer["error"]["message"] and answer["error"]["param"] == param
+
+
+def test_a_body_over_the_limit_is_a_413_naming_the_limit(server_url: str) -> None:
+    body = b'{"messages": [{"role": "user", "content": "' + b"x" * MAX_BODY_BYTES + b'"}]}'
+    status, answer = _post(server_url + "/v1/chat/completions", body)
+    assert status == 413 and answer["error"]["code"] == "request_too_large"
+    assert f"over this server's limit of {MAX_BODY_BYTES >> 20} MiB" in answer["error"]["message"]

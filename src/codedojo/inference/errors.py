@@ -42,6 +42,13 @@ class ContextLengthError(InvalidRequestError):
     http_status = 400
 
 
+class RequestTooLargeError(InvalidRequestError):
+    """The request body is over the server's size limit."""
+
+    type_name = "request_too_large"
+    http_status = 413
+
+
 class UnknownSessionError(InferenceError, LookupError):
     """`end_session` named a session this engine never saw (or already ended)."""
 
@@ -104,6 +111,7 @@ ERROR_TYPES: dict[str, type[InferenceError]] = {
         InferenceError,
         InvalidRequestError,
         ContextLengthError,
+        RequestTooLargeError,
         UnknownSessionError,
         SessionBusyError,
         UnknownModelError,

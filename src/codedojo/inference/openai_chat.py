@@ -216,6 +216,9 @@ class ChatCompletions:
         template = getattr(self.tokenizer, "chat_template", None)
         rendered, native_tools = prepare_messages(flat, tools, chat_template=template)
         kwargs = body.get("chat_template_kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise InvalidRequestError(f"chat_template_kwargs must be an object, got {kwargs!r}",
+                                      param="chat_template_kwargs")
         if native_tools:
             kwargs = {**kwargs, "tools": native_tools}
         try:

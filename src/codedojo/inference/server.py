@@ -46,6 +46,7 @@ from codedojo.inference.errors import (
     InferenceError,
     InvalidRequestError,
     ModelNotFoundError,
+    RequestTooLargeError,
     RouteNotFoundError,
     error_body,
 )
@@ -71,6 +72,9 @@ GENERATE_KEYS = {
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+MAX_BODY_BYTES = 64 << 20
+"""The largest request body read; a larger one is a 413 naming this limit (far above any prompt a context holds)."""
+
 
 def error_response(error: InferenceError) -> web.Response:
     return web.json_response(error_body(error), status=error.http_status)
@@ -87,10 +91,13 @@ def _session_id(request: web.Request, body: dict[str, Any]) -> str | None:
 
 
 async def _json(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
-    if optional and not await request.read():
-        return {}
     try:
+        if optional and not await request.read():
+            return {}
         body = await request.json()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestTooLargeError(f"request body is over this server's limit of {MAX_BODY_BYTES >> 20} MiB; "
+                                   "send a smaller one (a prompt must fit the model's context anyway)") from None
     except ValueError as error:
         raise InvalidRequestError(f"request body is not JSON: {error}") from error
     if not isinstance(body, dict):
@@ -115,7 +122,7 @@ class InferenceServer:
         return self.version_names.get(version, str(version))
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=64 << 20)
+        app = web.Application(middlewares=[self._errors], client_max_size=MAX_BODY_BYTES)
         app.add_routes(
             [
                 web.get("/health", self.health),
@@ -345,7 +352,8 @@ class InferenceServer:
                                       param="return_routed_experts")
         if not isinstance(body.get("custom_params") or {}, dict):
             raise InvalidRequestError("custom_params must be an object", param="custom_params")
-        sampling = body.get("sampling_params") or {}
+        sampling = body.get("sampling_params")
+        sampling = {} if sampling is None else sampling
         params = sglang_to_params(sampling)
         top = body.get("top_logprobs_num") or 0
         if top:
@@ -439,12 +447,12 @@ async def serve(engine: LocalEngine, *, model_name: str, host: str, port: int,
     runner = web.AppRunner(InferenceServer(engine, model_name=model_name).app(), access_log=None,
                            handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0][1] if runner.addresses else port
-    if ready is not None:
-        ready(f"http://{host}:{bound}")
-    try:
+    try:  # a port that cannot be bound (OSError) closes the engine too
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0][1] if runner.addresses else port
+        if ready is not None:
+            ready(f"http://{host}:{bound}")
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()

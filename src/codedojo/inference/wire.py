@@ -42,6 +42,18 @@ def _as_tuple(value: Any, *, key: str, kind: type) -> tuple[Any, ...]:
     raise InvalidRequestError(f"{key} must be a {kind.__name__} or a list of them, got {value!r}")
 
 
+def _number(body: Mapping[str, Any], key: str, default: float, *, where: str = "") -> float:
+    """body[key] as a float (`default` when absent or null); an error naming the key otherwise."""
+    value = body.get(key)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        message = f"{where}{key} must be a number, got {value!r}"
+        raise InvalidRequestError(message, param=where.rstrip(".") or key) from None
+
+
 def _check_neutral(body: Mapping[str, Any], neutral: Mapping[str, Any], *, where: str) -> None:
     for key, value in neutral.items():
         if key in body and body[key] != value and body[key] is not None:
@@ -66,8 +78,8 @@ def sglang_to_params(sampling: Mapping[str, Any]) -> SamplingParams:
     seed = sampling.get("sampling_seed", sampling.get("seed"))
     try:
         return SamplingParams(
-            temperature=float(sampling.get("temperature", 1.0)),
-            top_p=float(sampling.get("top_p", 1.0)),
+            temperature=_number(sampling, "temperature", 1.0, where="sampling_params."),
+            top_p=_number(sampling, "top_p", 1.0, where="sampling_params."),
             top_k=0 if top_k in (-1, None) else top_k,
             max_new_tokens=sampling.get("max_new_tokens", 128),
             stop=_as_tuple(sampling.get("stop"), key="stop", kind=str),
@@ -143,11 +155,14 @@ def openai_chat_to_params(body: Mapping[str, Any]) -> SamplingParams:
             "decoding to JSON)"
         )
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        name = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        raise InvalidRequestError(f"{name} must be an integer of at least 1, got {max_tokens!r}", param=name)
     top_k = body.get("top_k", 0)
     try:
         return SamplingParams(
-            temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
+            temperature=_number(body, "temperature", 1.0),
+            top_p=_number(body, "top_p", 1.0),
             top_k=0 if top_k in (-1, None) else top_k,
             max_new_tokens=256 if max_tokens is None else max_tokens,
             stop=_as_tuple(body.get("stop"), key="stop", kind=str),
