@@ -45,11 +45,14 @@ def _test_sh_a_folder(task: Path) -> None:
     ("breakage", "message"),
     [
         (_not_utf8("instruction.md"), "instruction.md is not UTF-8 text (byte 0); save it as UTF-8"),
+        (lambda task: (task / "instruction.md").unlink(), "instruction.md is missing"),
         (_not_utf8("task.toml"), "task.toml is not UTF-8 text"),
+        (lambda task: (task / "task.toml").unlink(), "task.toml is missing"),
         (lambda task: shutil.rmtree(task / "tests"), "tests/test.sh is missing"),
         (_test_sh_a_folder, "tests/test.sh is not a regular file"),
     ],
-    ids=["instruction-not-utf8", "task-toml-not-utf8", "no-tests-folder", "test-sh-a-folder"],
+    ids=["instruction-not-utf8", "no-instruction", "task-toml-not-utf8", "no-task-toml", "no-tests-folder",
+         "test-sh-a-folder"],
 )
 def test_a_broken_task_directory_is_named_with_its_problem(tmp_path: Path, breakage: Callable[[Path], None],
                                                            message: str) -> None:
@@ -289,3 +292,18 @@ def test_a_body_over_the_limit_is_a_413_naming_the_limit(server_url: str) -> Non
     status, answer = _post(server_url + "/v1/chat/completions", body)
     assert status == 413 and answer["error"]["code"] == "request_too_large"
     assert f"over this server's limit of {MAX_BODY_BYTES >> 20} MiB" in answer["error"]["message"]
+
+
+# ----- the table ----------------------------------------------------------------------------------------
+
+
+def test_every_row_of_the_bad_input_table_names_a_test_that_exists() -> None:
+    tests = Path(__file__).parent
+    section = (tests.parent / "docs" / "reliability.md").read_text().split("## Bad input", 1)[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| entry point")]
+    assert len(rows) >= 30
+    for row in rows:
+        named = re.findall(r"(test_\w+\.py)::(test_\w+)", row.rstrip(" |").rsplit(" | ", 1)[-1])
+        assert named, f"no test in: {row}"
+        for file, name in named:
+            assert re.search(rf"^def {name}\(", (tests / file).read_text(), re.M), f"{file}::{name} is gone"
