@@ -71,3 +71,10 @@ def test_the_engine_takes_options_or_keywords_and_its_model_runs_with_them() -> 
 def test_a_misspelt_keyword_fails_before_anything_is_built() -> None:
     with pytest.raises(RecordError, match="did you mean 'max_running'"):
         LocalEngine.from_spec("no-such-model", max_runing=8)
+
+
+@pytest.mark.parametrize("field", ["max_running", "max_step_tokens", "kv_budget_tokens"])
+def test_sizes_below_one_are_refused_where_they_are_set(field: str) -> None:
+    """max_running 0 used to start an engine that held every request forever."""
+    with pytest.raises(ValueError, match=f"EngineOptions.{field} must be at least 1, got 0"):
+        EngineOptions(**{field: 0})

@@ -80,6 +80,10 @@ class EngineOptions:
     def __post_init__(self) -> None:
         record_fields(EngineOptions, {f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
                       where="EngineOptions")
+        for name in ("max_running", "max_step_tokens", "kv_budget_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"EngineOptions.{name} must be at least 1, got {value} (no request could run)")
 
     def updated(self, **changes: Any) -> EngineOptions:
         """A copy with `changes` (self without any); a name that is not a field is a RecordError naming it and
