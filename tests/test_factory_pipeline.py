@@ -149,6 +149,22 @@ def test_grading_nop_oracle_and_tampering(synth_tasks: list[Task], tmp_path: Pat
         (cheat / "pytest.ini").write_text("[pytest]\naddopts = -p no:python\n")
         assert grade(task, cheat, tmp_path)["reward"] == 0.0
 
+        forged = tmp_path / f"forged{i}"  # the fixed module's bytecode, claiming to be the buggy source's
+        shutil.copytree(task.environment_dir / "repo", forged)
+        fixed_dir = tmp_path / f"fixed{i}"
+        shutil.copytree(task.environment_dir / "repo", fixed_dir)
+        subprocess.run(["bash", str(task.solution_dir / "solve.sh")], cwd=fixed_dir, check=True)
+        forge = ("import importlib._bootstrap_external as b, importlib.util, os, sys\n"
+                 "source, fixed = sys.argv[1], open(sys.argv[2]).read()\n"
+                 "stat = os.stat(source)\n"
+                 "cached = importlib.util.cache_from_source(source)\n"
+                 "os.makedirs(os.path.dirname(cached), exist_ok=True)\n"
+                 "open(cached, 'wb').write(b._code_to_timestamp_pyc(compile(fixed, source, 'exec'),"
+                 " int(stat.st_mtime), stat.st_size))\n")
+        subprocess.run([default_python(), "-c", forge, "tally/core.py", str(fixed_dir / "tally/core.py")],
+                       cwd=forged, check=True)
+        assert grade(task, forged, tmp_path)["reward"] == 0.0
+
 
 def test_synth_refuses_a_directory_without_tests(tmp_path: Path):
     (tmp_path / "lib.py").write_text("x = 1\n")

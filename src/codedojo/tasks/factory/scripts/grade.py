@@ -6,7 +6,9 @@ Standalone (stdlib only; pytest is needed by run_tests.py beside it). The task's
 this script, run_tests.py, spec.json and original/: every test file, conftest.py and pytest
 configuration file of the repository as it was before the agent ran. Restoring means: delete every
 conftest.py and pytest configuration file in the workspace, then copy original/ back, so an agent can
-neither edit a test nor add a conftest.py or pytest.ini that changes how tests run.
+neither edit a test nor add a conftest.py or pytest.ini that changes how tests run. Compiled bytecode
+(__pycache__ folders, *.pyc, *.pyo; the bundled repositories hold none) is deleted too: Python would import
+a cached module whose recorded source size and mtime match, or a sourceless module.pyc, instead of the source.
 
 reward.json holds `reward` (1.0 only when every FAIL_TO_PASS and PASS_TO_PASS test passes, else 0.0),
 `fail_to_pass` and `pass_to_pass` (the fraction of each group that passed; 1.0 for an empty group).
@@ -28,9 +30,12 @@ SKIPPED_DIRS = (".git", "__pycache__", ".venv", "venv", "node_modules")
 
 def restore(workdir, original):
     for root, dirs, files in os.walk(workdir):
+        for name in dirs:
+            if name == "__pycache__":
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
         for name in files:
-            if name in CONFIG_NAMES:
+            if name in CONFIG_NAMES or name.endswith((".pyc", ".pyo")):
                 os.remove(os.path.join(root, name))
     for root, _dirs, files in os.walk(original):
         for name in files:
