@@ -105,12 +105,47 @@ def _score(policy: Policy, samples: Sequence[TrainSample], config: UpdateConfig,
     return [t for t in out if t is not None]
 
 
+@dataclass
+class _Plan:
+    """What an update trains on and with which old logprobs, before its first optimizer step."""
+
+    order: list[int]
+    """Sample indices in the shuffled order the optimizer steps take them, `global_batch_size` at a time."""
+    active: dict[int, _Prepared]
+    """The samples run through the model (advantage != 0, or every one with a KL or entropy term)."""
+    old: dict[int, torch.Tensor]
+    """Old logprobs known so far (the samples trained after the weights have moved); the first optimizer
+    step's own forward pass adds the rest."""
+    mismatch: dict[int, TrainSample]
+    """The samples whose old logprobs the train/sampler mismatch is measured on."""
+
+
 def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
            samples: Sequence[TrainSample], config: UpdateConfig, *, rng: random.Random) -> dict[str, float]:
     """Train on `samples`; returns the step's metrics."""
     started = time.monotonic()
     if not samples:
         return {"train/samples": 0.0}
+    plan = _plan(policy, samples, config, rng=rng)
+    totals, grad_norms, trained_tokens = _optimizer_steps(policy, optimizer, scheduler, samples, plan, config)
+    metrics = _mismatch([(s, plan.old[i]) for i, s in plan.mismatch.items()])
+    metrics["train/skipped_zero_advantage"] = float(len(samples) - len(plan.active))
+    steps = max(1, len(grad_norms))
+    seconds = time.monotonic() - started
+    metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
+    metrics.setdefault("train/loss", 0.0)  # every advantage 0 and no KL/entropy term: the loss is exactly 0
+    tokens = sum(len(p.sample.token_ids) for p in plan.active.values())
+    metrics.update({
+        "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
+        "train/lr": float(scheduler.get_last_lr()[0]),
+        "train/optimizer_steps": float(len(grad_norms)), "train/samples": float(len(samples)),
+        "train/trained_tokens": float(trained_tokens), "train/tokens": float(tokens),
+        "perf/train_seconds": seconds, "perf/train_tokens_per_sec": tokens / max(seconds, 1e-9),
+    })
+    return metrics
+
+
+def _plan(policy: Policy, samples: Sequence[TrainSample], config: UpdateConfig, *, rng: random.Random) -> _Plan:
     # A sample with advantage 0 adds nothing to the policy-gradient term, so unless a KL or entropy term
     # needs it, it is not run through the model at all (it still counts in the token normaliser, so the
     # loss is exactly the same as if it had been).
@@ -118,31 +153,34 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
     active = [i for i, s in enumerate(samples) if needs_all or s.advantage != 0.0]
     order = list(range(len(samples)))
     rng.shuffle(order)
-    size = config.global_batch_size
-    first_step = set(order[:size])
+    first_step = set(order[:config.global_batch_size])
     stale = [i for i in active if i not in first_step]  # trained after the weights have moved
-    old_by_index = dict(zip(stale, _score(policy, [samples[i] for i in stale], config, reference=False),
-                            strict=True))
-    ref_by_index: dict[int, torch.Tensor] = {}
+    old = dict(zip(stale, _score(policy, [samples[i] for i in stale], config, reference=False), strict=True))
+    ref: dict[int, torch.Tensor] = {}
     if config.use_kl:
-        ref_by_index = dict(zip(active, _score(policy, [samples[i] for i in active], config, reference=True),
-                                strict=True))
-    by_index = {i: _Prepared(samples[i], old_by_index.get(i), ref_by_index.get(i)) for i in active}
+        ref = dict(zip(active, _score(policy, [samples[i] for i in active], config, reference=True), strict=True))
+    prepared = {i: _Prepared(samples[i], old.get(i), ref.get(i)) for i in active}
     if not active:  # nothing trains; score a couple of samples so the mismatch is still measured
         probe = list(samples[:2])
-        old_by_index = dict(enumerate(_score(policy, probe, config, reference=False)))
-        mismatch_samples = dict(enumerate(probe))
-    else:
-        mismatch_samples = {i: samples[i] for i in active}
+        return _Plan(order=order, active=prepared, old=dict(enumerate(_score(policy, probe, config, reference=False))),
+                     mismatch=dict(enumerate(probe)))
+    return _Plan(order=order, active=prepared, old=old, mismatch={i: samples[i] for i in active})
 
+
+def _optimizer_steps(policy: Policy, optimizer: torch.optim.Optimizer,
+                     scheduler: torch.optim.lr_scheduler.LRScheduler, samples: Sequence[TrainSample], plan: _Plan,
+                     config: UpdateConfig) -> tuple[dict[str, float], list[float], int]:
+    """One optimizer step per `global_batch_size` samples of `plan.order`: the summed loss terms, each step's
+    gradient norm and the trainable tokens trained on. Fills `plan.old` with the first step's logprobs."""
     totals: dict[str, float] = {}
     grad_norms: list[float] = []
     trained_tokens = 0
-    for start in range(0, len(order), size):
-        group = order[start:start + size]
+    size = config.global_batch_size
+    for start in range(0, len(plan.order), size):
+        group = plan.order[start:start + size]
         num_tokens = sum(samples[i].num_trainable for i in group)
-        step_indices = [i for i in group if i in by_index]
-        step_items = [by_index[i] for i in step_indices]
+        step_indices = [i for i in group if i in plan.active]
+        step_items = [plan.active[i] for i in step_indices]
         trained_tokens += sum(p.sample.num_trainable for p in step_items)
         if not step_items:  # nothing to learn from in this optimizer step; keep the schedule in time
             with warnings.catch_warnings():  # stepping the schedule without an optimizer step is deliberate
@@ -153,7 +191,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
             micro = [step_items[i] for i in indices]
             parts, current = _micro_loss(policy, micro, config, num_tokens=num_tokens)
             for i, lp in zip(indices, current, strict=True):
-                old_by_index.setdefault(step_indices[i], lp)
+                plan.old.setdefault(step_indices[i], lp)
             parts["loss"].backward()
             # loss terms are already normalised by the step's token count, so micro-batches simply add up;
             # the clip fraction is a per-token rate, weighted by the micro-batch's share of tokens
@@ -170,22 +208,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.op
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-    metrics = _mismatch([(s, old_by_index[i]) for i, s in mismatch_samples.items()])
-    metrics["train/skipped_zero_advantage"] = float(len(samples) - len(active))
-    steps = max(1, len(grad_norms))
-    seconds = time.monotonic() - started
-    metrics.update({f"train/{k}": v / steps for k, v in totals.items()})
-    metrics.setdefault("train/loss", 0.0)  # every advantage 0 and no KL/entropy term: the loss is exactly 0
-    metrics.update({
-        "train/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else 0.0,
-        "train/lr": float(scheduler.get_last_lr()[0]),
-        "train/optimizer_steps": float(len(grad_norms)), "train/samples": float(len(samples)),
-        "train/trained_tokens": float(trained_tokens),
-        "train/tokens": float(sum(len(p.sample.token_ids) for p in by_index.values())),
-        "perf/train_seconds": seconds,
-        "perf/train_tokens_per_sec": sum(len(p.sample.token_ids) for p in by_index.values()) / max(seconds, 1e-9),
-    })
-    return metrics
+    return totals, grad_norms, trained_tokens
 
 
 def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *, num_tokens: int
