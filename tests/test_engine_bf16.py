@@ -22,7 +22,7 @@ from codedojo.train.optim import build_optimizer, build_scheduler
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 from codedojo.train.step import update
-from codedojo.train.trainer import update_config_for
+from codedojo.train.plan import update_config_for
 
 # Sampled tokens of two turns per session (`two_turns`), bf16 engine vs the fp32 full forward, default
 # 2-layer tiny models. Measured 2026-12-01 (torch 2.13, an AVX2 CPU emulating bf16): at temperature 0.7

@@ -96,3 +96,30 @@ def test_the_check_sees_an_upward_import(tmp_path: Path, monkeypatch) -> None:  
     problems, _ = upward_imports()
     assert problems == ["codedojo/tasks/upward.py:2: codedojo.tasks.upward (layer 1) imports "
                         "codedojo.train.trainer (layer 9), which is not below it"]
+
+
+RECIPE_READERS = {"plan.py", "launch.py", "default.py", "cli.py", "sft_cli.py"}
+"""Under train/: the launch translation (plan, launch) and the modules that build a recipe (the main job and
+the command); everything else reads the typed plan."""
+
+
+def recipe_reads(source: str, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and (
+                (isinstance(node.value, ast.Name) and node.value.id == "recipe")
+                or (isinstance(node.value, ast.Attribute) and node.value.attr == "recipe")):
+            found.append(f"{where}:{node.lineno}: reads recipe.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and any(alias.name == "Recipe" for alias in node.names):
+            found.append(f"{where}:{node.lineno}: imports Recipe")
+    return found
+
+
+def test_the_trainer_reads_no_recipe_field_outside_the_launch_translation() -> None:
+    found = []
+    for path in sorted((SRC / "train").glob("*.py")):
+        if path.name not in RECIPE_READERS:
+            found += recipe_reads(path.read_text(encoding="utf-8"), f"train/{path.name}")
+    assert not found, "\n".join(found) + "\nput the field in train.plan.TrainPlan (plan_for) and read it there"
+    assert recipe_reads("def f(self):\n    return self.recipe.seed + recipe.lr\n", "x") == [
+        "x:2: reads recipe.seed", "x:2: reads recipe.lr"]

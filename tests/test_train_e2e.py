@@ -212,7 +212,7 @@ def test_training_and_eval_sandboxes_get_no_network_unless_the_recipe_says(make_
     import asyncio
 
     from codedojo.tasks.config import EnvironmentConfig
-    from codedojo.train.trainer import rollout_config_for
+    from codedojo.train.plan import rollout_config_for
     from codedojo.trial import EpisodeStatus, NopAgent, run_trial
 
     for recipe in (Recipe(), Recipe(sandbox_backend="docker"), Qwen3_6_27B_Recipe()):
@@ -231,7 +231,7 @@ def test_training_and_eval_sandboxes_get_no_network_unless_the_recipe_says(make_
 
 def test_the_update_config_is_the_recipe_resolved_once() -> None:
     from codedojo.train.optim import lr_factor
-    from codedojo.train.trainer import update_config_for
+    from codedojo.train.plan import update_config_for
 
     config = update_config_for(Recipe(num_rollout=3, rollout_batch_size=2, n_samples_per_prompt=4, global_batch_size=4,
                                       eps_clip_high=0.28, use_kl_loss=True, kl_loss_coef=0.0, lr=1e-3, min_lr=1e-4,

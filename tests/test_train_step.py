@@ -15,7 +15,7 @@ from codedojo.rl.losses import clipped_policy_loss
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 from codedojo.train.step import update
-from codedojo.train.trainer import update_config_for
+from codedojo.train.plan import update_config_for
 
 
 def _samples(num: int = 6, *, seed: int = 0) -> list[TrainSample]:

@@ -1,5 +1,6 @@
 """`TrainConfig.launch(backend="local")`: load and check the tasks, write the run's config.json, print the
-plan (derived values, precision, ignored fields), run the local trainer, return a `Run`."""
+plan (derived values, precision, ignored fields), translate the recipe once (`train.plan.plan_for`, and the
+eval sets here), run the local trainer, return a `Run`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
+from codedojo.agent.engines import profile_for
 from codedojo.config.dataset import AgentTaskDataset, DatasetConfig
 from codedojo.config.recipe import EvalDefaults, Recipe
 from codedojo.config.run import Run
@@ -23,6 +25,7 @@ from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import resolve_model
 from codedojo.precision import check_device, compute_dtype, native_bf16
 from codedojo.tasks.task import Task, TaskError
+from codedojo.train.plan import agent_config_for, plan_for
 from codedojo.train.trainer import EngineFactory, EvalSet, LocalTrainer
 
 
@@ -35,7 +38,8 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
         run_id = json.loads((run_dir / "config.json").read_text()).get("training_run_id", run_id)
     # Everything the run reads is checked before its directory is made: a bad input leaves nothing behind.
     tasks = load_tasks(config.dataset)
-    evals = eval_sets(config.recipe)
+    profile = profile_for(config.model)
+    evals = eval_sets(config.recipe, profile=profile)
     device = check_device(config.device)
     resolve_model(config.model)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -47,8 +51,9 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
         "eval_sets": {e.name: len(e.tasks) for e in evals},
     }, indent=2, default=_plain))
     _print_plan(console, config, run_id=run_id, run_dir=run_dir, device=device, tasks=tasks, evals=evals)
-    trainer = LocalTrainer(model=config.model, tasks=tasks, recipe=config.recipe, run_dir=run_dir, device=device,
-                           eval_sets=evals, engine_factory=engine_factory, console=console)
+    trainer = LocalTrainer(model=config.model, tasks=tasks, plan=plan_for(config.recipe, profile=profile),
+                           run_dir=run_dir, device=device, eval_sets=evals, engine_factory=engine_factory,
+                           console=console)
     summary = asyncio.run(trainer.run())
     console.print(f"metrics: {run_dir / 'metrics.jsonl'} (TensorBoard: {run_dir / 'tensorboard'})")
     console.print(f"report: {summary['report']}; final model: {summary['final_model']}")
@@ -79,9 +84,9 @@ def load_tasks(dataset: DatasetConfig) -> list[Task]:
     return tasks
 
 
-def eval_sets(recipe: Recipe) -> list[EvalSet]:
+def eval_sets(recipe: Recipe, *, profile: str) -> list[EvalSet]:
     """The recipe's held-out datasets; each setting comes from the dataset, else eval_config.defaults, else
-    the recipe."""
+    the recipe. `profile`: the model's prompt profile (agent.engines.profile_for)."""
     config = recipe.eval_config
     if config is None:
         return []
@@ -96,10 +101,11 @@ def eval_sets(recipe: Recipe) -> list[EvalSet]:
 
         sampling = SamplingParams(temperature=pick("temperature", 0.6), top_p=pick("top_p", 1.0),
                                   top_k=pick("top_k", 0))
+        agent = agent_config_for(recipe, profile=profile, evaluation=True, sampling=sampling,
+                                 max_new_tokens=pick("max_response_len",
+                                                     recipe.eval_max_response_len or recipe.rollout_max_response_len))
         sets.append(EvalSet(name=d.name, tasks=[Task.load(p) for p in AgentTaskDataset(d.path).task_paths()],
-                            n=pick("n_samples_per_eval_prompt", recipe.n_samples_per_eval_prompt), sampling=sampling,
-                            max_new_tokens=pick("max_response_len",
-                                                recipe.eval_max_response_len or recipe.rollout_max_response_len)))
+                            n=pick("n_samples_per_eval_prompt", recipe.n_samples_per_eval_prompt), agent=agent))
     return sets
 
 

@@ -2,7 +2,7 @@
 
 As in Megatron, weight decay applies to matrices only: biases and normalisation weights (1-D) are not
 decayed. `OptimizerConfig` holds every setting read here; the RL trainer builds it from the recipe
-(train.trainer.update_config_for), SFT from its own config.
+(train.plan.update_config_for), SFT from its own config.
 """
 
 from __future__ import annotations

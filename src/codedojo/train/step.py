@@ -15,7 +15,7 @@ Order of work (slime's, less one pass):
    step's trainable-token count, clips the gradient norm and steps AdamW and the schedule.
 
 Everything the update reads is in `UpdateConfig`, built once from the recipe by the trainer
-(train.trainer.update_config_for); this module does not know the recipe.
+(train.plan.update_config_for); this module does not know the recipe.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Each step: sample `rollout_batch_size` tasks; run `n_samples_per_prompt` episodes of each through the
 agent loop, local sandboxes and verifiers; group advantages over valid members; update the policy
 (codedojo.train.step); push the new weights to the engine; log, dump, evaluate and checkpoint as the
-recipe says. Training and sampling share the machine: the engine samples while the trainer waits, then
-the trainer updates while the engine waits, so every episode is sampled by the latest weights.
+plan says (`train.plan.TrainPlan`: the recipe translated once at launch; nothing here reads a Recipe).
+Training and sampling share the machine: the engine samples while the trainer waits, then the trainer
+updates while the engine waits, so every episode is sampled by the latest weights.
 """
 
 from __future__ import annotations
@@ -21,18 +22,14 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from codedojo.agent.budget import recipe_budget
-from codedojo.agent.engines import profile_for
 from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference, reward_trend
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
-from codedojo.config.recipe import Recipe
 from codedojo.data.provenance import write_text_atomic
-from codedojo.inference.protocol import Engine, SamplingParams
+from codedojo.inference.protocol import Engine
 from codedojo.inference.specs import LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
-from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
@@ -41,14 +38,14 @@ from codedojo.train.curriculum import CurriculumSampler, tier_metrics
 from codedojo.train.health import Finding, RunUnhealthy, check_evaluation, check_step
 from codedojo.train.health import report as health_report
 from codedojo.train.observability import MetricsLog, Trace, load_hook
-from codedojo.train.optim import OptimizerConfig, build_optimizer, build_scheduler
+from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.plan import TrainPlan
 from codedojo.train.policy import Policy
 from codedojo.train.report import learning_lines
 from codedojo.train.rollout_metrics import rollout_metrics
 from codedojo.train.samples import TrainSample, build_batch, slime_sample
 from codedojo.train.state import Sampler, TaskSampler, TrainState
-from codedojo.train.step import UpdateConfig, update
-from codedojo.trial.runner import TrialOptions
+from codedojo.train.step import update
 
 EngineFactory = Callable[[LoadedModel], Awaitable[Engine]]
 """Opens the engine episodes sample from, given the loaded model (tests pass a scripted policy)."""
@@ -59,53 +56,8 @@ class EvalSet:
     name: str
     tasks: list[Task]
     n: int
-    sampling: SamplingParams
-    max_new_tokens: int
-
-
-def agent_config_for(recipe: Recipe, *, profile: str, evaluation: bool = False,
-                     sampling: SamplingParams | None = None, max_new_tokens: int | None = None) -> AgentConfig:
-    extra = recipe.extra_config
-    timeout = extra.agentic_eval_timeout if evaluation and extra.agentic_eval_timeout else extra.agentic_episode_timeout
-    budget = recipe_budget(recipe, profile=profile).agent_fields()
-    if max_new_tokens:
-        budget["max_new_tokens"] = max_new_tokens
-    return AgentConfig(
-        **budget, episode_timeout_sec=timeout, command_timeout_sec=extra.agentic_exec_timeout,
-        max_format_errors=extra.agentic_max_format_errors, prompt_profile=profile,
-        sampling=sampling or SamplingParams(temperature=recipe.rollout_temperature, top_p=recipe.rollout_top_p),
-    )
-
-
-def rollout_config_for(recipe: Recipe) -> RolloutConfig:
-    """How the trainer runs every training and eval episode. Sandboxes get no network unless the recipe
-    says otherwise (`sandbox_network`): a policy under training is the least trusted code codedojo runs."""
-    limits = SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb,
-                           network=recipe.sandbox_network)
-    return RolloutConfig(
-        max_open_sandboxes=recipe.max_open_sandboxes, max_inflight_generations=recipe.sglang_server_concurrency,
-        max_infra_retries=recipe.extra_config.agentic_max_infra_retries, reward_shape=recipe.reward_shape,
-        flagged_episodes=recipe.flagged_episodes,
-        trial=TrialOptions(backend=recipe.sandbox_backend, limits=limits),
-    )
-
-
-def update_config_for(recipe: Recipe) -> UpdateConfig:
-    """The recipe's fields that the update step and its optimizer read, resolved once: the global batch size,
-    the clip bounds, whether a KL term runs (use_kl_loss with a non-zero coefficient)."""
-    low, high = recipe.effective_clip
-    optimizer = OptimizerConfig(
-        lr=recipe.lr, min_lr=recipe.min_lr, lr_decay_style=recipe.lr_decay_style,
-        lr_warmup_iters=recipe.lr_warmup_iters, lr_decay_iters=recipe.lr_decay_iters,
-        total_steps=recipe.num_rollout * recipe.optimizer_steps_per_rollout, weight_decay=recipe.weight_decay,
-        adam_beta1=recipe.adam_beta1, adam_beta2=recipe.adam_beta2, adam_eps=recipe.adam_eps)
-    return UpdateConfig(
-        optimizer=optimizer, global_batch_size=recipe.effective_global_batch_size,
-        max_tokens_per_gpu=recipe.max_tokens_per_gpu, log_probs_chunk_size=recipe.log_probs_chunk_size,
-        temperature=recipe.rollout_temperature, eps_clip=low, eps_clip_high=high, clip_grad=recipe.clip_grad,
-        use_kl=recipe.use_kl_loss and recipe.kl_loss_coef != 0.0, kl_loss_coef=recipe.kl_loss_coef,
-        kl_loss_type=recipe.kl_loss_type, entropy_coef=recipe.entropy_coef, use_tis=recipe.use_tis,
-        tis_clip=recipe.tis_clip)
+    agent: AgentConfig
+    """The eval episodes' agent settings: the set's sampling and reply length (train.plan.agent_config_for)."""
 
 
 @dataclass
@@ -132,41 +84,40 @@ class _Run:
 class LocalTrainer:
     """Runs a TrainConfig on this machine; `await trainer.run()`."""
 
-    def __init__(self, *, model: ModelLike, tasks: list[Task], recipe: Recipe, run_dir: Path, device: str,
+    def __init__(self, *, model: ModelLike, tasks: list[Task], plan: TrainPlan, run_dir: Path, device: str,
                  eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
                  console: Console | None = None) -> None:
         self.model_spec = model
         self.tasks = tasks
-        self.recipe = recipe
+        self.plan = plan
         self.run_dir = run_dir
         self.device = device
         self.eval_sets = eval_sets or []
         self.engine_factory = engine_factory
         self.console = console or Console(stderr=True)
-        self.profile = profile_for(model)
-        self.update_config = update_config_for(recipe)
+        self.update_config = plan.update
         self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
         """Every evaluation of the run, by eval set (the first is the before-training one): this process's, and
         those a resumed run kept from before its checkpoint (`_restore_evals`)."""
 
     async def run(self) -> dict[str, Any]:
         """Train from the latest checkpoint (else from step 0) to num_rollout steps; returns a summary."""
-        recipe = self.recipe
+        records = self.plan.records
         run = await self._start()
         try:
-            if run.state.step == 0 and self.eval_sets and not recipe.extra_config.skip_eval_before_train:
+            if run.state.step == 0 and self.eval_sets and records.eval_before_training:
                 await self._evaluate(run, step=0)
-            for step in range(run.state.step, recipe.num_rollout):
+            for step in range(run.state.step, self.plan.step.steps):
                 row = await self._train_step(run, step)
                 run.state.step = step + 1
                 run.train_rows.append(row)
                 self._print_step(step, row)
-                if recipe.eval_interval and self.eval_sets and (step + 1) % recipe.eval_interval == 0:
+                if records.eval_interval and self.eval_sets and (step + 1) % records.eval_interval == 0:
                     await self._evaluate(run, step=step + 1)
                 self._checkpoint(run)
                 run.trace.flush()
-                if run.findings and recipe.health.action == "stop":
-                    raise RunUnhealthy(health_report(run.findings, step=step + 1, config=recipe.health))
+                if run.findings and records.health.action == "stop":
+                    raise RunUnhealthy(health_report(run.findings, step=step + 1, config=records.health))
             save_hf_folder(self.run_dir / "final", policy=run.state.policy, hf_config=run.loaded.hf_config,
                            tokenizer=run.loaded.tokenizer)
             learning = self._learning_summary(run.train_rows, run.eval_rows)
@@ -181,18 +132,18 @@ class LocalTrainer:
     async def _start(self) -> _Run:
         """Load the model and the engine, resume from the latest checkpoint, and bring the run's records back
         to its step."""
-        recipe = self.recipe
-        torch.manual_seed(recipe.seed)
+        plan = self.plan
+        torch.manual_seed(plan.step.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        trace = Trace(self.run_dir / "trace.json" if recipe.capture_trace else None)
-        hook = load_hook(recipe.custom_rollout_log_function)
+        trace = Trace(self.run_dir / "trace.json" if plan.records.capture_trace else None)
+        hook = load_hook(plan.records.rollout_log_function)
         with self.console.status("loading the model"):
             loaded, policy = await self._load()
             engine = await self._open_engine(loaded)
         optimizer = build_optimizer(policy.trainable_parameters(), self.update_config.optimizer)
         state = TrainState(policy=policy, optimizer=optimizer,
                            scheduler=build_scheduler(optimizer, self.update_config.optimizer),
-                           sampler=self._sampler(), shuffle_rng=random.Random(recipe.seed))
+                           sampler=self._sampler(), shuffle_rng=random.Random(plan.step.seed))
         root = self._checkpoint_root()
         resumed_from = latest_checkpoint(root) if root is not None else None
         if resumed_from is not None:
@@ -203,25 +154,25 @@ class LocalTrainer:
         self._forget_episodes(after=state.step)
         self._restore_evals(upto=state.step)
         return _Run(state=state, engine=engine, loaded=loaded, metrics=metrics, trace=trace, hook=hook,
-                    agent_config=agent_config_for(recipe, profile=self.profile),
-                    rollout=rollout_config_for(recipe), train_rows=[r for r in metrics.kept if r["kind"] == "train"],
+                    agent_config=plan.agent, rollout=plan.rollout,
+                    train_rows=[r for r in metrics.kept if r["kind"] == "train"],
                     eval_rows=[r for r in metrics.kept if r["kind"] == "eval"], findings=[])
 
     def _sampler(self) -> Sampler:
-        """Uniform passes over the tasks, or the recipe's tier curriculum."""
-        if self.recipe.curriculum is None:
-            return TaskSampler(num_tasks=len(self.tasks), seed=self.recipe.seed)
-        return CurriculumSampler(config=self.recipe.curriculum, task_tiers=[tier_of(t) for t in self.tasks],
-                                 seed=self.recipe.seed)
+        """Uniform passes over the tasks, or the tier curriculum."""
+        step = self.plan.step
+        if step.curriculum is None:
+            return TaskSampler(num_tasks=len(self.tasks), seed=step.seed)
+        return CurriculumSampler(config=step.curriculum, task_tiers=[tier_of(t) for t in self.tasks], seed=step.seed)
 
     async def _load(self) -> tuple[LoadedModel, Policy]:
-        spec, recipe = resolve_model(self.model_spec), self.recipe
+        spec, policy = resolve_model(self.model_spec), self.plan.policy
 
         def load() -> tuple[LoadedModel, Policy]:
             loaded = spec.load(device=self.device, dtype=torch.float32)
-            return loaded, Policy(loaded.hf_model(), lora_rank=recipe.lora_rank, lora_alpha=recipe.lora_alpha,
+            return loaded, Policy(loaded.hf_model(), lora_rank=policy.lora_rank, lora_alpha=policy.lora_alpha,
                                   keep_reference=self.update_config.use_kl,
-                                  compute_dtype=compute_dtype(recipe.bf16, self.device))
+                                  compute_dtype=compute_dtype(policy.bf16, self.device))
 
         return await to_thread(load)  # off the event loop; the thread then frees its OpenMP pool
 
@@ -230,7 +181,7 @@ class LocalTrainer:
             return await self.engine_factory(loaded)
         from codedojo.inference.engine import LocalEngine
 
-        return LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=self.recipe.seed)
+        return LocalEngine(loaded.engine_model(), loaded.tokenizer, seed=self.plan.step.seed)
 
     async def _close(self, run: _Run) -> None:
         run.metrics.close()
@@ -262,10 +213,11 @@ class LocalTrainer:
         with run.trace.span("weight_sync", step=step):
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
-        row.update(step_cost(row, self.recipe.prices))
-        self._health(run, check_step([*run.train_rows, row], self.recipe.health), row, step=step + 1)
+        row.update(step_cost(row, self.plan.records.prices))
+        self._health(run, check_step([*run.train_rows, row], self.plan.records.health), row, step=step + 1)
         # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
-        logged = run.hook is not None and run.hook(step, self.recipe, records, dict(row), rollout_seconds)
+        hook_args = self.plan.records.hook_args
+        logged = run.hook is not None and run.hook(step, hook_args, records, dict(row), rollout_seconds)
         self._dump(step, records, prefix="rollout")
         run.metrics.write(step, "train", row, to_tensorboard=not logged)
         return row
@@ -274,15 +226,15 @@ class LocalTrainer:
                ) -> tuple[list[TrainSample], dict[str, Any]]:
         """The samples to train on (dynamic sampling and over-sampling applied) and the rollout's metrics
         (train.rollout_metrics over the episodes' records, as slime's hook computes them)."""
-        recipe = self.recipe
-        batch = build_batch(episodes, normalize_std=recipe.normalize_group_std, drop_uniform=recipe.dynamic_sampling,
-                            max_groups=recipe.rollout_batch_size if recipe.over_sampling_batch_size else None)
+        plan = self.plan.step
+        batch = build_batch(episodes, normalize_std=plan.normalize_group_std, drop_uniform=plan.drop_uniform_groups,
+                            max_groups=plan.groups_trained)
         samples = batch.samples
         row: dict[str, Any] = rollout_metrics(records, prefix="rollout/")
         groups: dict[int, list[Episode]] = {}
         for e in episodes:
             groups.setdefault(e.request.group, []).append(e)
-        if recipe.curriculum is not None or len({tier_of(e.request.task) for e in episodes}) > 1:
+        if plan.curriculum is not None or len({tier_of(e.request.task) for e in episodes}) > 1:
             row.update(tier_metrics([(tier_of(g[0].request.task), [e.reward for e in g if e.reward is not None])
                                      for g in groups.values()]))
         row.update({"perf/rollout_seconds": rollout_seconds,
@@ -298,7 +250,7 @@ class LocalTrainer:
         for finding in findings:
             row[f"health/{finding.check}"] = 1.0
         if findings:
-            self.console.print(health_report(findings, step=step, config=self.recipe.health), style="yellow",
+            self.console.print(health_report(findings, step=step, config=self.plan.records.health), style="yellow",
                                markup=False, highlight=False)
 
     def _checkpoint(self, run: _Run) -> None:
@@ -306,27 +258,26 @@ class LocalTrainer:
         root = self._checkpoint_root()
         if root is None:
             return
-        done, interval = run.state.step, self.recipe.save_interval
-        keep = interval is not None and (done % interval == 0 or done == self.recipe.num_rollout)
+        done, interval = run.state.step, self.plan.records.save_interval
+        keep = interval is not None and (done % interval == 0 or done == self.plan.step.steps)
         with run.trace.span("checkpoint", step=done - 1):
             save_checkpoint(root, f"step_{done:06d}" if keep else "last", run.state,
                             hf_config=run.loaded.hf_config, tokenizer=run.loaded.tokenizer, with_hf=keep)
 
     def _checkpoint_root(self) -> Path | None:
-        if not self.recipe.save:
+        if not self.plan.records.save:
             return None
-        path = Path(self.recipe.save)
+        path = Path(self.plan.records.save)
         return path if path.is_absolute() else self.run_dir / path
 
     async def _rollout(self, run: _Run, step: int) -> tuple[list[Episode], float]:
-        recipe = self.recipe
-        count = recipe.over_sampling_batch_size or recipe.rollout_batch_size
-        picked = run.state.sampler.take(count)
+        plan = self.plan.step
+        picked = run.state.sampler.take(plan.tasks_per_step)
         requests = [EpisodeRequest(task=self.tasks[t], group=g, sample=s,
-                                   seed=(recipe.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
-                    for g, t in enumerate(picked) for s in range(recipe.n_samples_per_prompt)]
+                                   seed=(plan.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
+                    for g, t in enumerate(picked) for s in range(plan.samples_per_task)]
         started = time.monotonic()
-        episodes = await run_episodes_with_progress(requests, label=f"step {step + 1}/{recipe.num_rollout} episodes",
+        episodes = await run_episodes_with_progress(requests, label=f"step {step + 1}/{plan.steps} episodes",
                                                     console=self.console, engine=run.engine,
                                                     agent_config=run.agent_config, rollout=run.rollout)
         return episodes, time.monotonic() - started
@@ -338,16 +289,14 @@ class LocalTrainer:
             for eval_set in self.eval_sets:
                 results.update(await self._evaluate_set(run, eval_set, step=step))
             await _free_memory(run.engine)
-        self._health(run, check_evaluation(run.train_rows, results, self.recipe.health), results, step=step)
+        self._health(run, check_evaluation(run.train_rows, results, self.plan.records.health), results, step=step)
         run.eval_rows.append({"step": step, **results})
         run.metrics.write(step, "eval", results)
 
     async def _evaluate_set(self, run: _Run, eval_set: EvalSet, *, step: int) -> dict[str, Any]:
         results: dict[str, Any] = {}
-        config = agent_config_for(self.recipe, profile=self.profile, evaluation=True, sampling=eval_set.sampling,
-                                  max_new_tokens=eval_set.max_new_tokens)
-        report = await evaluate(eval_set.tasks, engine=run.engine, n=eval_set.n, agent_config=config,
-                                rollout=run.rollout, seed=self.recipe.seed + step, console=self.console)
+        report = await evaluate(eval_set.tasks, engine=run.engine, n=eval_set.n, agent_config=eval_set.agent,
+                                rollout=run.rollout, seed=self.plan.step.seed + step, console=self.console)
         data = report.to_dict()
         prefix = f"eval/{eval_set.name}"
         results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
@@ -377,8 +326,8 @@ class LocalTrainer:
                                "mixed_group_frac": [r["rollout/mixed_group_frac"] for r in train_rows], "eval": {}}
         if (trend := reward_trend(out["train_reward"])) is not None:
             out["train_reward_trend"] = trend
-        out["cost"] = run_cost(train_rows, self.recipe.prices)
-        if self.recipe.health.action != "off":  # each check that fired, with the steps after which it did
+        out["cost"] = run_cost(train_rows, self.plan.records.prices)
+        if self.plan.records.health.action != "off":  # each check that fired, with the steps after which it did
             fired: dict[str, list[int]] = {}
             rows = [(i + 1, row) for i, row in enumerate(train_rows)] + [(int(r["step"]), r) for r in eval_rows]
             for steps_done, row in rows:
@@ -436,7 +385,7 @@ class LocalTrainer:
                 path.unlink()
 
     def _dump(self, step: int, samples: list[dict[str, Any]], *, prefix: str) -> None:
-        template = self.recipe.save_debug_rollout_data
+        template = self.plan.records.dump_template
         if not template:
             return
         rollout_id = step if prefix == "rollout" else f"eval_{step}"
@@ -462,7 +411,7 @@ class LocalTrainer:
 
     def _print_step(self, step: int, m: dict[str, Any]) -> None:
         self.console.print(
-            f"step {step + 1}/{self.recipe.num_rollout}: reward {m['rollout/reward_mean']:.3f} "
+            f"step {step + 1}/{self.plan.step.steps}: reward {m['rollout/reward_mean']:.3f} "
             f"solved {m['rollout/solved_frac']:.2f} turns {m['rollout/turns_mean']:.1f} "
             f"loss {m.get('train/loss', 0.0):+.4f} clip {m.get('train/clip_frac', 0.0):.3f} "
             f"mismatch {m.get('train/train_rollout_logprob_abs_diff', 0.0):.2e} "
