@@ -267,6 +267,9 @@ class IsolatedShell:
         except BaseException:
             exited.cancel()
             readers.cancel()
+            # the readers' cancellation is this path's own doing: read it, or asyncio reports it as an error
+            # ("_GatheringFuture exception was never retrieved") on the console of a run whose sandbox died
+            readers.add_done_callback(_read_outcome)
             raise
         status = int(message["status"])  # type: ignore[call-overload]
         return ExecResult(stdout=out.text(), stderr=err.text(), return_code=status, timed_out=timed_out,
@@ -281,6 +284,11 @@ class IsolatedShell:
             os.killpg(self._proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             await self._proc.wait()
+
+
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _child_pid(fd: int) -> int | None:
