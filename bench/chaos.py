@@ -569,9 +569,13 @@ def launch_until_done(run_dir: Path, plan: dict[str, Any], *, args: list[str], c
 
 
 def _last_message(stderr: str) -> str:
+    """What the trainer said as it stopped: its own `codedojo train:` line, else the last exception line (and
+    anything asyncio complained about on the way out, which a user sees too)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^(codedojo train:|[A-Za-z_.]*(Error|Exception)\b)", line)]
-    return (errors or lines or [""])[-1][:500]
+    said = [line for line in lines if line.startswith("codedojo train:")]
+    errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line)]
+    noise = [line for line in lines if "never retrieved" in line]
+    return "; ".join([(said or errors or lines or [""])[-1][:500], *sorted(set(noise))])
 
 
 def check_checkpoint(root: Path, *, expected_step: int) -> dict[str, Any]:
