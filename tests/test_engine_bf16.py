@@ -19,10 +19,10 @@ from codedojo.inference.engine import engine_dtype
 from codedojo.inference.specs import LoadedModel
 from codedojo.precision import native_bf16
 from codedojo.train.optim import build_optimizer, build_scheduler
+from codedojo.train.plan import update_config_for
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 from codedojo.train.step import update
-from codedojo.train.plan import update_config_for
 
 # Sampled tokens of two turns per session (`two_turns`), bf16 engine vs the fp32 full forward, default
 # 2-layer tiny models. Measured 2026-12-01 (torch 2.13, an AVX2 CPU emulating bf16): at temperature 0.7

@@ -12,10 +12,10 @@ import torch
 from codedojo.config.recipe import Recipe
 from codedojo.inference import TinyModel
 from codedojo.rl.losses import clipped_policy_loss
+from codedojo.train.plan import update_config_for
 from codedojo.train.policy import Policy
 from codedojo.train.samples import TrainSample
 from codedojo.train.step import update
-from codedojo.train.plan import update_config_for
 
 
 def _samples(num: int = 6, *, seed: int = 0) -> list[TrainSample]:
