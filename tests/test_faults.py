@@ -366,3 +366,16 @@ def test_engine_url_needs_a_run_directory(tmp_path: Path, capsys: pytest.Capture
     dataset.write_text("")
     assert main(["train", "--dataset", str(dataset), "--engine-url", "http://127.0.0.1:1"]) == 2
     assert "--engine-url needs --run-dir" in capsys.readouterr().err
+
+
+def test_every_fault_in_the_reliability_doc_names_a_test_that_exists() -> None:
+    tests = Path(__file__).parent
+    section = (tests.parent / "docs" / "reliability.md").read_text().split("## Faults", 1)[1].split("\n## ")[0]
+    table = section.split("\n| fault |", 1)[1].split("\n\n")[0]  # the table of fault kinds
+    rows = [line for line in table.splitlines()[1:] if line.startswith("| ")]
+    assert len(rows) >= 8
+    for row in rows:
+        named = re.findall(r"(test_\w+\.py)::(test_\w+)", row.rstrip(" |").rsplit(" | ", 1)[-1])
+        assert named, f"no test in: {row}"
+        for file, name in named:
+            assert re.search(rf"^def {name}\(", (tests / file).read_text(), re.M), f"{file}::{name} is gone"
