@@ -159,7 +159,7 @@ async def probe(root: Path, *, sizes: Sizes, model: Any, model_name: str, sandbo
     from codedojo.agent.engines import open_engine, profile_for
     from codedojo.agent.rollout import RolloutConfig
     from codedojo.data.probe import probe_tasks
-    from codedojo.train.trainer import agent_config_for
+    from codedojo.train.plan import agent_config_for
     from codedojo.trial.runner import TrialOptions
 
     recipe = probe_recipe(smoke=sizes.smoke)
