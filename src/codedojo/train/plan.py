@@ -121,7 +121,7 @@ def agent_config_for(recipe: Recipe, *, profile: str, evaluation: bool = False,
 
 def rollout_config_for(recipe: Recipe) -> RolloutConfig:
     """How the trainer runs every training and eval episode. Sandboxes get no network unless the recipe
-    allows it (`sandbox_network`)."""
+    says otherwise (`sandbox_network`): a policy under training is the least trusted code codedojo runs."""
     limits = SandboxLimits(cpus=recipe.sandbox_cpus, memory_mb=recipe.sandbox_memory_mb,
                            network=recipe.sandbox_network)
     return RolloutConfig(
