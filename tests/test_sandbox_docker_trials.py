@@ -10,10 +10,12 @@ backend in test_trial.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,23 +97,30 @@ def _repository_and_row(repo: Path) -> dict[str, Any]:
     return row
 
 
-def test_a_swe_rebench_row_on_a_local_image_scores_one_with_oracle_and_zero_with_nop(
-        docker_engine: DockerEngine, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _row_on_local_image(docker_engine: DockerEngine, tmp_path: Path) -> Iterator[tuple[dict[str, Any], Task]]:
+    """The row of `_repository_and_row`, its image built locally under the row's image name, and the task
+    converted from it; the image is removed afterwards (its tag holds this run's commit hash)."""
     context = tmp_path / "image"
     row = _repository_and_row(context / "calc")
     (context / "Dockerfile").write_text(f"FROM {docker_engine.base_image}\nCOPY calc /calc\nWORKDIR /calc\n")
     client = docker.DockerClient(base_url=docker_engine.host, version=docker_host.API_VERSION)
     client.images.build(path=str(context), tag=row["image_name"], rm=True, pull=False)
     try:
-        task = convert_row(row, out_dir=tmp_path / "tasks")
+        yield row, convert_row(row, out_dir=tmp_path / "tasks")
+    finally:
+        client.images.remove(row["image_name"])
+        client.close()
+
+
+def test_a_swe_rebench_row_on_a_local_image_scores_one_with_oracle_and_zero_with_nop(
+        docker_engine: DockerEngine, tmp_path: Path) -> None:
+    with _row_on_local_image(docker_engine, tmp_path) as (row, task):
         assert task.config.environment.docker_image == row["image_name"]
         assert task.config.environment.workdir == "/calc"
         options = TrialOptions(backend="docker", trials_dir=tmp_path / "trials")
         oracle = run(run_trial(task, OracleAgent(), options=options))
         nop = run(run_trial(task, NopAgent(), options=options))
-    finally:
-        client.images.remove(row["image_name"])  # its tag holds this run's commit hash
-        client.close()
     assert oracle.rewards == {"reward": 1.0, "fail_to_pass": 1.0, "pass_to_pass": 1.0}, oracle.error
     assert nop.rewards == {"reward": 0.0, "fail_to_pass": 0.0, "pass_to_pass": 1.0}, nop.error
     assert nop.trial_dir is not None
@@ -126,18 +135,9 @@ def test_tasks_check_passes_a_swe_rebench_row_once_the_scrub_removes_its_later_c
     it with --strict-history."""
     from codedojo.trial.check import check_tasks
 
-    context = tmp_path / "image"
-    row = _repository_and_row(context / "calc")
-    (context / "Dockerfile").write_text(f"FROM {docker_engine.base_image}\nCOPY calc /calc\nWORKDIR /calc\n")
-    client = docker.DockerClient(base_url=docker_engine.host, version=docker_host.API_VERSION)
-    client.images.build(path=str(context), tag=row["image_name"], rm=True, pull=False)
-    try:
-        task = convert_row(row, out_dir=tmp_path / "tasks")
+    with _row_on_local_image(docker_engine, tmp_path) as (_, task):
         (report,), _ = run(check_tasks([task.path], workers=1, backend="docker"))
         (strict,), _ = run(check_tasks([task.path], workers=1, backend="docker", strict_history=True))
-    finally:
-        client.images.remove(row["image_name"])
-        client.close()
     assert report.ok, report.problem
     assert {finding.split(":")[0] for finding in report.scrubbed} == {"future_commits", "reflog"}  # the checkout
     assert strict.problem is not None and "contaminated: future_commits" in strict.problem
