@@ -298,12 +298,9 @@ def test_a_body_over_the_limit_is_a_413_naming_the_limit(server_url: str) -> Non
 
 
 def test_every_row_of_the_bad_input_table_names_a_test_that_exists() -> None:
-    tests = Path(__file__).parent
-    section = (tests.parent / "docs" / "reliability.md").read_text().split("## Bad input", 1)[1].split("\n## ")[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| entry point")]
+    from doc_tables import assert_rows_name_existing_tests, section
+
+    rows = [line for line in section("Bad input").splitlines()
+            if line.startswith("| ") and not line.startswith("| entry point")]
     assert len(rows) >= 30
-    for row in rows:
-        named = re.findall(r"(test_\w+\.py)::(test_\w+)", row.rstrip(" |").rsplit(" | ", 1)[-1])
-        assert named, f"no test in: {row}"
-        for file, name in named:
-            assert re.search(rf"^def {name}\(", (tests / file).read_text(), re.M), f"{file}::{name} is gone"
+    assert_rows_name_existing_tests(rows)

@@ -369,13 +369,9 @@ def test_engine_url_needs_a_run_directory(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_every_fault_in_the_reliability_doc_names_a_test_that_exists() -> None:
-    tests = Path(__file__).parent
-    section = (tests.parent / "docs" / "reliability.md").read_text().split("## Faults", 1)[1].split("\n## ")[0]
-    table = section.split("\n| fault |", 1)[1].split("\n\n")[0]  # the table of fault kinds
+    from doc_tables import assert_rows_name_existing_tests, section
+
+    table = section("Faults").split("\n| fault |", 1)[1].split("\n\n")[0]  # the table of fault kinds
     rows = [line for line in table.splitlines()[1:] if line.startswith("| ")]
     assert len(rows) >= 8
-    for row in rows:
-        named = re.findall(r"(test_\w+\.py)::(test_\w+)", row.rstrip(" |").rsplit(" | ", 1)[-1])
-        assert named, f"no test in: {row}"
-        for file, name in named:
-            assert re.search(rf"^def {name}\(", (tests / file).read_text(), re.M), f"{file}::{name} is gone"
+    assert_rows_name_existing_tests(rows)
