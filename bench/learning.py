@@ -129,6 +129,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0, help="the root of every seed in the plan")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--arms", default=None,
+                        help="comma-separated arms to evaluate this run (default: all); the others' cached "
+                             "evaluations still enter the summary. A session that cannot keep checkpoints runs "
+                             "the plan an arm at a time")
     return parser.parse_args(argv)
 
 
@@ -200,7 +204,7 @@ def build_tasks(args: argparse.Namespace, console: Console) -> tuple[dict[str, l
 def make_plan(args: argparse.Namespace, *, train: dict[str, list[Task]], held_out: dict[str, list[Task]]
               ) -> dict[str, Any]:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
-                if k not in ("out", "work", "device", "concurrency")}
+                if k not in ("out", "work", "device", "concurrency", "arms")}
     return {
         "hypotheses": HYPOTHESES,
         "command": "python bench/learning.py " + shlex.join(sys.argv[1:]),
@@ -421,6 +425,10 @@ def pack_trajectories(work: Path, out: Path, names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
+    wanted = set(args.arms.split(",")) if args.arms else {name for name, _ in EVALS}
+    if unknown := wanted - {name for name, _ in EVALS}:
+        raise SystemExit(f"--arms: unknown arm(s) {sorted(unknown)}; the plan's arms are "
+                         f"{sorted({name for name, _ in EVALS})}")
     work, out = args.work, args.out
     times: dict[str, float] = json.loads((work / "times.json").read_text()) if (work / "times.json").is_file() else {}
 
@@ -477,11 +485,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, tier in EVALS:
         if not held_out[tier]:
             continue
-        model = arm(name)
         key = f"{name}/{tier}"
         cached = work / f"eval_{name}_{tier}.json"
-        if not cached.is_file() and (problem := check_code(plan, work)) is not None:
+        if cached.is_file():  # a cached evaluation needs no model: its arm is trained only when still needed
+            results[key] = json.loads(cached.read_text())
+            continue
+        if name not in wanted:
+            continue
+        if (problem := check_code(plan, work)) is not None:
             raise PlanMismatch(f"not evaluating {key}: {problem}")
+        model = arm(name)
         results[key] = timed(f"eval_{name}_{tier}", lambda m=model, t=tier, c=cached: run_eval(
             m, held_out[t], args=args, n=args.n, temperature=args.eval_temperature, seed=seeds["eval"], out=c,
             console=console))

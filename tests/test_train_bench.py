@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from codedojo.precision import native_bf16
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -126,6 +128,13 @@ def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> 
             "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--n", "1", "--grpo-steps", "1",
             "--rollout-batch-size", "1", "--over-sampling", "2", "--n-samples", "2", "--global-batch-size", "2",
             "--max-new-tokens", "256", "--max-context", "8192", "--concurrency", "2", "--min-episodes", "1"]
+    # one arm at a time (a session that cannot keep checkpoints): only that arm is trained and evaluated
+    assert bench.main([*argv, "--arms", "guided_grpo"]) == 0
+    first = json.loads((tmp_path / "out" / "learning.json").read_text())
+    assert set(first["results"]) == {f"guided_grpo/{t}" for t in ("warmup", "hinted", "guided")}
+    assert not {"sft_cur", "grpo_cur", "rs"} & set(json.loads((tmp_path / "work" / "times.json").read_text()))
+    with pytest.raises(SystemExit, match="unknown arm"):
+        bench.main([*argv, "--arms", "guided_grpo,cur_gpro"])
     assert bench.main(argv) == 0
     result = json.loads((tmp_path / "out" / "learning.json").read_text())
     plan = result["plan"]
@@ -145,7 +154,7 @@ def test_the_learning_bench_runs_every_stage_on_a_tiny_model(tmp_path: Path) -> 
     assert (tmp_path / "out" / "learning.png").stat().st_size > 0
     times = json.loads((tmp_path / "work" / "times.json").read_text())
     order = list(times)  # the hypotheses' figures come first
-    assert order.index("eval_cur_grpo_warmup") < order.index("eval_guided_grpo_warmup") < order.index("rs") \
+    assert order.index("eval_guided_grpo_guided") < order.index("eval_cur_grpo_warmup") < order.index("rs") \
         < order.index("eval_cur_sft_warmup")
     assert bench.main(argv) == 0  # every stage cached: nothing reruns, the stage times stay the first run's
     assert json.loads((tmp_path / "work" / "times.json").read_text()) == times
