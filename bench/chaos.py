@@ -185,7 +185,7 @@ class Worker:
         return next((k for k in self.plan["kills"] if k["phase"] == phase and k["step"] == self.step), None)
 
     def install(self) -> None:
-        import codedojo.agent.rollout as rollout
+        import codedojo.rollout.episodes as rollout
         import codedojo.sandbox.local as local
         import codedojo.train.observability as observability
         import codedojo.train.served as served

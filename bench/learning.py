@@ -52,14 +52,14 @@ from rich.console import Console
 
 from codedojo.agent.budget import profile_budget
 from codedojo.agent.engines import open_engine, profile_for
-from codedojo.agent.evaluation import EvalReport, TaskScore, evaluate, paired_difference
 from codedojo.agent.expert import demonstrations
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import RolloutConfig
 from codedojo.config import AgentTaskDataset, CurriculumConfig, ExtraConfig, SmolLM2_Recipe, TrainConfig
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import HFFolder, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory
+from codedojo.rollout.episodes import RolloutConfig
+from codedojo.rollout.evaluation import EvalReport, TaskScore, evaluate, paired_difference
 from codedojo.tasks.task import Task, discover_tasks
 from codedojo.train.default import builtin_suite, split_by_repository, write_dataset
 from codedojo.train.sft import SFTConfig, load_trajectories, run_sft

@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from codedojo.agent.evaluation import EvalReport, TaskScore, paired_difference
+from codedojo.rollout.evaluation import EvalReport, TaskScore, paired_difference
 
 
 def main() -> None:

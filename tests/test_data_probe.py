@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import RolloutConfig
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.data.dumps import probe_from_dump
 from codedojo.data.mixed import mixed_subset
@@ -19,6 +18,7 @@ from codedojo.data.probe import TaskCounts, episode_seed, load_counts, probe_tas
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
 from codedojo.journal import JournalError
+from codedojo.rollout.episodes import RolloutConfig
 from data_support import RIGHT, SUBMIT, WRONG, make_answer_task, synthetic_row, write_rows
 
 TOKENIZER = byte_level_tokenizer(chat_template=CHATML)
@@ -156,7 +156,7 @@ def test_counts_from_an_eval_dump(tmp_path: Path) -> None:
 
 
 def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: Path) -> None:
-    from codedojo.agent.evaluation import evaluate
+    from codedojo.rollout.evaluation import evaluate
     from codedojo.tasks.task import Task
 
     def script(session_id: str) -> list[str]:
@@ -185,7 +185,7 @@ def test_counts_from_the_trajectories_of_codedojo_eval(source: Path, tmp_path: P
 def test_counts_from_a_local_trainers_eval_dump(source: Path, tmp_path: Path) -> None:
     """The records the trainer dumps (train.samples.slime_sample) are plain data: the dump loads with
     weights_only (no codedojo class pickled in it) and gives the counts of its episodes."""
-    from codedojo.agent.evaluation import evaluate
+    from codedojo.rollout.evaluation import evaluate
     from codedojo.tasks.task import Task
     from codedojo.train.samples import slime_sample
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from codedojo.agent.evaluation import SETTINGS_JOURNAL, evaluate
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.prompts import SUBMIT_SENTINEL
-from codedojo.agent.rollout import RolloutConfig
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.rollout.episodes import RolloutConfig
+from codedojo.rollout.evaluation import SETTINGS_JOURNAL, evaluate
 from codedojo.tasks.task import Task, examples_dir
 
 TOKENIZER = byte_level_tokenizer(chat_template=CHATML)

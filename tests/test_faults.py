@@ -39,10 +39,10 @@ import torch
 
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
-from codedojo.agent.rollout import EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.rollout.episodes import EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial.runner import run_trial

@@ -10,10 +10,10 @@ import pytest
 
 from codedojo.agent.loop import AgentConfig, AgentLoop
 from codedojo.agent.prompts import SUBMIT_SENTINEL
-from codedojo.agent.rollout import Episode, EpisodeRequest
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.rollout.episodes import Episode, EpisodeRequest
 from codedojo.trial import run_trial
 from codedojo.trial.hacking import Changes, detect, parse_changes, special_case_candidates
 from codedojo.trial.result import TrialResult

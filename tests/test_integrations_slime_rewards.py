@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import torch
 
-from codedojo.agent.rollout import Episode, EpisodeRequest
 from codedojo.integrations.slime import fill_sample
 from codedojo.integrations.slime_rewards import (
     check_valid_reward_nonzero_std,
@@ -22,6 +21,7 @@ from codedojo.integrations.slime_rewards import (
     post_process_rewards,
 )
 from codedojo.rl.advantages import group_advantages
+from codedojo.rollout.episodes import Episode, EpisodeRequest
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch
 from codedojo.trial.result import TrialResult

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from codedojo.agent.evaluation import evaluate, pass_at_k
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.prompts import SUBMIT_SENTINEL
-from codedojo.agent.rollout import EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.agent.scripted import ScriptedPolicy
 from codedojo.inference.byte_tokenizer import byte_level_tokenizer
 from codedojo.inference.chat_templates import CHATML
+from codedojo.rollout.episodes import EpisodeRequest, RolloutConfig, run_episodes
+from codedojo.rollout.evaluation import evaluate, pass_at_k
 from codedojo.sandbox.local import LocalSandbox
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.trial.result import TrialResult
@@ -139,8 +139,8 @@ def test_a_flaky_sandbox_succeeds_on_retry(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_eval_budgets_follow_the_profile_unless_given() -> None:
-    from codedojo.agent.cli import episode_budgets
     from codedojo.config.recipe import SmolLM2_Recipe
+    from codedojo.rollout.cli import episode_budgets
 
     recipe = SmolLM2_Recipe()
     small = episode_budgets("small", max_steps=None, max_new_tokens=None, max_context_tokens=None)
@@ -154,7 +154,7 @@ def test_eval_budgets_follow_the_profile_unless_given() -> None:
 
 
 def test_the_paired_standard_error_matches_a_hand_computation() -> None:
-    from codedojo.agent.evaluation import EvalReport, TaskScore, paired_difference
+    from codedojo.rollout.evaluation import EvalReport, TaskScore, paired_difference
 
     def report(solved: dict[str, int]) -> EvalReport:
         return EvalReport(tasks=[TaskScore(task=t, samples=4, solved=c, mean_reward=c / 4, statuses={})
@@ -179,7 +179,7 @@ def test_the_paired_standard_error_matches_a_hand_computation() -> None:
 
 
 def test_the_reward_trend_matches_a_hand_computation() -> None:
-    from codedojo.agent.evaluation import reward_trend
+    from codedojo.rollout.evaluation import reward_trend
     from codedojo.train.report import learning_lines
 
     trend = reward_trend([0.25, 0.5, 0.9, 0.75, 1.0])  # odd: the middle step (0.9) is in neither half

@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
-from codedojo.agent.evaluation import evaluate
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import RolloutConfig
 from codedojo.config import AgentTaskDataset, ExtraConfig, Recipe, TrainConfig, task_row
 from codedojo.inference.chat_templates import CHATML
 from codedojo.inference.engine import LocalEngine
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.specs import LoadedModel
+from codedojo.rollout.episodes import RolloutConfig
+from codedojo.rollout.evaluation import evaluate
 from codedojo.tasks.task import Task, examples_dir
 
 COMMANDS = ["```bash\necho world > hello.txt\n```", "```bash\nls\n```", "```bash\necho hello > hello.txt\n```",

@@ -1,4 +1,4 @@
-"""The episode record (agent.rollout.Episode) and what the trainer builds from it (train.samples), by hand."""
+"""The episode record (rollout.episodes.Episode) and what the trainer builds from it (train.samples), by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codedojo.agent.rollout import Episode, EpisodeRequest
+from codedojo.rollout.episodes import Episode, EpisodeRequest
 from codedojo.tasks.task import Task, examples_dir
 from codedojo.train.samples import build_batch, slime_sample
 from codedojo.train.sft import load_trajectories

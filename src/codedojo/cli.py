@@ -9,7 +9,7 @@ import sys
 
 # Modules with `register(subparsers)`; each adds parsers whose defaults carry `func(args) -> int`.
 COMMAND_MODULES = (
-    "codedojo.agent.cli",
+    "codedojo.rollout.cli",
     "codedojo.data.cli",
     "codedojo.inference.cli",
     "codedojo.tasks.cli",

@@ -157,8 +157,8 @@ async def probe(root: Path, *, sizes: Sizes, model: Any, model_name: str, sandbo
     """n episodes per task of the probe subset; resumes from its journal. `engine`: an already open engine
     (tests pass a scripted one); by default the model is loaded here."""
     from codedojo.agent.engines import open_engine, profile_for
-    from codedojo.agent.rollout import RolloutConfig
     from codedojo.data.probe import probe_tasks
+    from codedojo.rollout.episodes import RolloutConfig
     from codedojo.train.plan import agent_config_for
     from codedojo.trial.runner import TrialOptions
 

@@ -1,2 +1,2 @@
-"""The agent: a mini-swe-agent-compatible loop over any `Engine`, token-faithful trajectories, the
-rollout scheduler and evaluation."""
+"""The agent: a mini-swe-agent-compatible loop over any `Engine`, its prompts and action parser, token-faithful
+transcripts and the scripted expert. Running many episodes of it is `codedojo.rollout`."""

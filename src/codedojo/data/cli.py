@@ -220,9 +220,9 @@ def _probe(args: argparse.Namespace) -> int:
 async def _run_probe(args: argparse.Namespace) -> Path:
     from codedojo.agent.engines import open_engine, profile_for
     from codedojo.agent.loop import AgentConfig
-    from codedojo.agent.rollout import RolloutConfig
     from codedojo.data.probe import probe_tasks
     from codedojo.inference.protocol import SamplingParams
+    from codedojo.rollout.episodes import RolloutConfig
     from codedojo.trial.runner import TrialOptions
 
     agent = AgentConfig(max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,

@@ -25,12 +25,12 @@ from rich.console import Console
 
 from codedojo.agent.loop import AgentConfig
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.data.provenance import describe_input, tasks_sha256, write_provenance, write_text_atomic
 from codedojo.data.rows import Row, load_rows, row_key, task_dir
 from codedojo.inference.protocol import Engine
 from codedojo.journal import append_record, open_journal
 from codedojo.progress import stage_progress
+from codedojo.rollout.episodes import Episode, EpisodeRequest, RolloutConfig, run_episodes
 from codedojo.tasks.task import Task, TaskError
 
 

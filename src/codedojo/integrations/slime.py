@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episode
 from codedojo.inference.protocol import SamplingParams
 from codedojo.inference.wire import sglang_to_params
 from codedojo.integrations.agentic_metrics import log_rollout_data
@@ -47,6 +46,7 @@ from codedojo.integrations.slime_engine import (
     shared_client,
     slime_abort_flag,
 )
+from codedojo.rollout.episodes import Episode, EpisodeRequest, RolloutConfig, run_episode
 from codedojo.tasks.task import Task
 from codedojo.train.samples import slime_sample
 from codedojo.trial.runner import TrialOptions

@@ -13,9 +13,9 @@ from typing import Any
 
 from codedojo.agent.budget import recipe_budget
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import RolloutConfig
 from codedojo.config.recipe import CurriculumConfig, HealthConfig, PriceTable, Recipe
 from codedojo.inference.protocol import SamplingParams
+from codedojo.rollout.episodes import RolloutConfig
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.train.optim import OptimizerConfig
 from codedojo.train.step import UpdateConfig

@@ -1,6 +1,6 @@
 """From finished episodes to training samples: group advantages, filters, and slime-shaped records.
 
-Both read the rollout's `Episode` record (agent.rollout) and decide nothing again: its reward, validity,
+Both read the rollout's `Episode` record (rollout.episodes) and decide nothing again: its reward, validity,
 solved and status are the record's. Each episode's trajectory already holds the token sequence, loss mask
 and sampler logprobs. Here the group advantage (GRPO over the group's valid members) is attached to every
 sampled token of the episode, episodes without a valid reward are dropped from training, and — with dynamic
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from codedojo.agent.prompts import SUBMIT_SENTINEL
-from codedojo.agent.rollout import Episode
 from codedojo.rl.advantages import group_advantages, is_uniform
+from codedojo.rollout.episodes import Episode
 from codedojo.trial.trajectory import Trajectory
 
 

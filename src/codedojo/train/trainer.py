@@ -22,14 +22,14 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from codedojo.agent.evaluation import EvalReport, evaluate, paired_difference, reward_trend
 from codedojo.agent.loop import AgentConfig
-from codedojo.agent.rollout import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
 from codedojo.data.provenance import write_text_atomic
 from codedojo.inference.protocol import Engine
 from codedojo.inference.specs import LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
+from codedojo.rollout.episodes import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
+from codedojo.rollout.evaluation import EvalReport, evaluate, paired_difference, reward_trend
 from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder

@@ -3,7 +3,7 @@
 `Trajectory` holds what the agent did: the readable conversation (messages, and per turn the command, its
 output, exit code and timings) and the token arrays (ids, loss mask, sampler logprobs) that the trainer
 consumes. It holds no reward: the verifier's rewards are the trial's (`trial.result.TrialResult`) and the
-training reward the rollout's (`agent.rollout.Episode`). It is written as one JSON file per episode, to which
+training reward the rollout's (`rollout.episodes.Episode`). It is written as one JSON file per episode, to which
 the episode adds its rewards, place in its group and phase timings (`Episode.save_trajectory`; the keys are
 null in a file saved before verification); `Trajectory.load` reads the trajectory back.
 

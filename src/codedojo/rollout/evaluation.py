@@ -15,15 +15,15 @@ from rich.console import Console
 
 from codedojo.agent.loop import AgentConfig, episode_id_for
 from codedojo.agent.prompts import PromptProfile
-from codedojo.agent.rollout import (
+from codedojo.inference.protocol import Engine
+from codedojo.journal import open_journal
+from codedojo.rollout.episodes import (
     Episode,
     EpisodeRequest,
     FlaggedEpisodes,
     RolloutConfig,
     run_episodes_with_progress,
 )
-from codedojo.inference.protocol import Engine
-from codedojo.journal import open_journal
 from codedojo.tasks.task import Task
 from codedojo.trial.reward import RewardShape, shape_for
 

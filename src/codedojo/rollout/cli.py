@@ -52,12 +52,12 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from codedojo.agent.engines import open_engine, profile_for
-    from codedojo.agent.evaluation import evaluate
     from codedojo.agent.loop import AgentConfig
-    from codedojo.agent.rollout import RolloutConfig
     from codedojo.inference.protocol import SamplingParams
     from codedojo.inference.specs import resolve_model
     from codedojo.precision import check_device
+    from codedojo.rollout.episodes import RolloutConfig
+    from codedojo.rollout.evaluation import evaluate
     from codedojo.tasks.task import Task, TaskError, discover_tasks
 
     try:
