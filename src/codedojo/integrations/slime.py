@@ -78,18 +78,12 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
     engine = SessionEngine(client, routing_key=sample.session_id, slime_aborted=slime_abort_flag(args))
     request = EpisodeRequest(task=task, group=_int(getattr(sample, "group_index", None)),
                              sample=_int(getattr(sample, "index", None)))
-    # Retries are made here rather than in run_episode so that none starts after slime aborted.
-    rollout = RolloutConfig(max_infra_retries=0, reward_shape=settings.reward_shape,
+    rollout = RolloutConfig(max_infra_retries=settings.max_infra_retries, reward_shape=settings.reward_shape,
                             flagged_episodes=settings.flagged_episodes,
                             trial=TrialOptions(backend=settings.sandbox_backend, limits=settings.sandbox_limits))
-    try:
-        attempts = 0
-        while True:
-            attempts += 1
-            episode = await run_episode(request, engine=engine, agent_config=agent_config, rollout=rollout)
-            if episode.valid or engine.aborted or attempts > settings.max_infra_retries:
-                break
-        episode = dataclasses.replace(episode, attempts=attempts)
+    try:  # no retry starts once slime aborted the rollout
+        episode = await run_episode(request, engine=engine, agent_config=agent_config, rollout=rollout,
+                                    give_up=lambda: engine.aborted)
     except Exception:
         _fill_failure(sample, tokenizer=tokenizer, status=EpisodeStatus.INTERNAL_ERROR, error=traceback.format_exc())
         return sample

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from codedojo.agent.prompts import PromptProfile
 from codedojo.inference.protocol import Completion, Engine, SamplingParams
 from codedojo.tasks.task import Task
 from codedojo.trial.hacking import FlaggedEpisodes
-from codedojo.trial.result import PhaseTimings, TrialResult
+from codedojo.trial.result import TRIAL_PHASES, PhaseTimings, TrialResult
 from codedojo.trial.reward import RewardShape, shape_for, shaped_reward
 from codedojo.trial.runner import TrialOptions, run_trial
 from codedojo.trial.status import EpisodeStatus
@@ -52,7 +52,6 @@ class RolloutConfig:
     """Sandbox backend, limits and timeout multiplier."""
 
 
-PHASES = tuple(f.name for f in fields(PhaseTimings))
 """The trial phases whose wall seconds a trajectory file's `timings` holds beside the agent's own."""
 
 
@@ -158,7 +157,7 @@ class Episode:
         timings = data.get("timings") or {}
         result = TrialResult(task_name=request.task.name, task_path=str(request.task.path), agent="resumed",
                              status=EpisodeStatus(meta["trial_status"]), rewards=data.get("rewards"),
-                             timings=PhaseTimings(**{k: timings[k] for k in PHASES if k in timings}),
+                             timings=PhaseTimings(**{k: timings[k] for k in TRIAL_PHASES if k in timings}),
                              flags=tuple(meta.get("flags") or ()), trajectory=trajectory)
         return cls(request=request, result=result, reward_shape=reward_shape, attempts=int(meta.get("attempts", 1)),
                    flagged_episodes=flagged_episodes)
@@ -192,8 +191,10 @@ class ThrottledEngine:
 
 async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: AgentConfig,
                       rollout: RolloutConfig, profile: PromptProfile | None = None,
-                      trajectory_dir: Path | None = None, sandbox_gate: asyncio.Semaphore | None = None) -> Episode:
-    """One episode with infrastructure retries."""
+                      trajectory_dir: Path | None = None, sandbox_gate: asyncio.Semaphore | None = None,
+                      give_up: Callable[[], bool] | None = None) -> Episode:
+    """One episode with infrastructure retries: up to `rollout.max_infra_retries` more attempts after an
+    infrastructure failure, none once `give_up()` is true (slime's generate hook: the rollout was aborted)."""
     shape = shape_for(request.task, rollout.reward_shape)
     attempts = 0
     while True:
@@ -204,7 +205,7 @@ async def run_episode(request: EpisodeRequest, *, engine: Engine, agent_config: 
                 result = await run_trial(request.task, agent, options=rollout.trial)
         else:
             result = await run_trial(request.task, agent, options=rollout.trial)
-        if not result.status.is_infrastructure or attempts > rollout.max_infra_retries:
+        if not result.status.is_infrastructure or attempts > rollout.max_infra_retries or (give_up and give_up()):
             break
     episode = Episode(request=request, result=result, reward_shape=shape, attempts=attempts,
                       flagged_episodes=rollout.flagged_episodes)

@@ -24,7 +24,7 @@ in the local trainer's metrics.jsonl. Weight-version spread is always "async/*".
     sampled_tokens, total_tokens     tokens the policy sampled, and all tokens of the episodes
     prefilled_tokens                 prompt tokens the engine computed (not served from its cache; records that
                                      count them)
-    sandbox_seconds                  sum over episodes of the seconds each held its sandbox (SANDBOX_PHASES)
+    sandbox_seconds                  sum over episodes of the seconds each held its sandbox (the trial's phases)
     flagged_frac, flag/<name>_frac   episodes with any reward-hacking flag (trial.hacking), and with each one
     trained_token_frac               sampled tokens of valid episodes / response tokens
     drift_tokens                     tokens re-encoded differently from how they were sampled
@@ -38,11 +38,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from codedojo.trial.result import TRIAL_PHASES
 from codedojo.trial.status import EpisodeStatus
 
-SANDBOX_PHASES = ("environment_setup", "agent", "verifier", "teardown")
-"""The trial phases during which an episode holds its sandbox: their sum is its sandbox-seconds."""
-PHASES = ("environment_setup", "agent", "verifier", "teardown", "agent_generate", "agent_exec")
+PHASES = (*TRIAL_PHASES, "agent_generate", "agent_exec")
+"""The trial's phases (an episode holds its sandbox through them: their sum is its sandbox-seconds) and the agent
+phase's two parts, generation and command execution."""
 
 
 def _get(sample: Any, name: str) -> Any:
@@ -119,7 +120,7 @@ def _behaviour(meta: list[dict[str, Any]]) -> dict[str, float]:
            "exec_timeout_frac": sum((m.get("exec_timeouts") or 0) > 0 for m in meta) / n,
            "infra_retries_mean": statistics.fmean(max(0, (m.get("attempts") or 1) - 1) for m in meta)}
     out["sandbox_seconds"] = sum(float((m.get("timings") or {}).get(phase) or 0.0) for m in meta
-                                 for phase in SANDBOX_PHASES)
+                                 for phase in TRIAL_PHASES)
     for phase in PHASES:
         values = [float(m["timings"][phase]) for m in meta if phase in (m.get("timings") or {})]
         if values:

@@ -9,7 +9,7 @@ and everything after it ask it rather than deciding again.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from codedojo.trial.status import EpisodeStatus
@@ -26,6 +26,10 @@ class PhaseTimings:
     agent: float | None = None
     verifier: float | None = None
     teardown: float | None = None
+
+
+TRIAL_PHASES = tuple(f.name for f in fields(PhaseTimings))
+"""The trial's phases, in order; the episode holds its sandbox through all of them."""
 
 
 @dataclass(frozen=True, kw_only=True)
