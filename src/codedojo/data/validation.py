@@ -23,21 +23,13 @@ from codedojo.journal import append_record, open_journal
 from codedojo.progress import stage_progress
 from codedojo.tasks.task import Task, TaskError
 from codedojo.trial import NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
+from codedojo.trial.check import run_problem
 
 TrialRunner = Callable[..., Awaitable[TrialResult]]
 """run_trial's signature: (task, agent, *, options) -> TrialResult."""
 
 
-def _reward(result: TrialResult) -> float | None:
-    return result.reward if result.reward_valid else None
-
-
-def _why_invalid(label: str, result: TrialResult) -> str:
-    lines = (result.error or "").strip().splitlines()
-    return f"{label}: {result.status}" + (f": {lines[-1][:200]}" if lines else "")
-
-
-async def check_task(path: Path, *, options: TrialOptions, runner: TrialRunner = run_trial) -> dict[str, Any]:
+async def validate_task(path: Path, *, options: TrialOptions, runner: TrialRunner = run_trial) -> dict[str, Any]:
     """Oracle, nop, oracle again (stopping at the first failure); the verdict as a journal record."""
     started = time.monotonic()
     record: dict[str, Any] = {"oracle": [], "nop": None, "problem": None, "kind": None}
@@ -47,21 +39,14 @@ async def check_task(path: Path, *, options: TrialOptions, runner: TrialRunner =
         return {**record, "problem": f"invalid: {e}", "kind": "invalid", "seconds": 0.0}
     for label in ("oracle", "nop", "oracle"):
         result = await runner(task, NopAgent() if label == "nop" else OracleAgent(), options=options)
-        reward = _reward(result)
+        reward = result.reward if result.reward_valid else None
         if label == "nop":
             record["nop"] = reward
         else:
             record["oracle"].append(reward)
-        if reward is None:
-            record.update(problem=_why_invalid(label, result), kind="infrastructure")
-        elif label == "nop" and reward != 0.0:
-            record.update(problem=f"nop scores {reward:g}, not 0", kind="nop")
-        elif label == "oracle" and reward != 1.0:
-            first = len(record["oracle"]) == 1
-            record.update(problem=f"oracle scores {reward:g}, not 1" if first else
-                          f"flaky: oracle scored 1 then {reward:g}", kind="oracle" if first else "flaky")
-        if record["problem"]:
-            break
+        problem, kind = run_problem(label, result, repeat=label == "oracle" and len(record["oracle"]) > 1)
+        if problem:
+            return {**record, "problem": problem, "kind": kind, "seconds": round(time.monotonic() - started, 2)}
     return {**record, "seconds": round(time.monotonic() - started, 2)}
 
 
@@ -86,7 +71,7 @@ async def validate_tasks(source: Path, *, output: Path, workers: int = 2, backen
         async def one(row: dict[str, Any]) -> None:
             key = row_key(row)
             async with gate:
-                record = {"task": key, **await check_task(task_dir(row, base=source.parent), options=options,
+                record = {"task": key, **await validate_task(task_dir(row, base=source.parent), options=options,
                                                           runner=runner)}
             append_record(journal, record)
             records[key] = record

@@ -58,20 +58,28 @@ class CheckReport:
         return {**asdict(self), "ok": self.ok}
 
 
-def _last_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""
+def run_problem(label: str, result: TrialResult, *, repeat: bool = False) -> tuple[str | None, str | None]:
+    """What one oracle or nop run says is wrong with a task, and its kind (`infrastructure`, `oracle`, `flaky`,
+    `nop`); (None, None) when the run behaved. `repeat`: an oracle run after one that scored 1 (a lower score
+    then is a flaky task). The one wording of `codedojo tasks check` and `codedojo data validate`."""
+    if not result.reward_valid:
+        lines = (result.error or "").strip().splitlines()
+        return f"{label}: {result.status}" + (f": {lines[-1][:200]}" if lines else ""), "infrastructure"
+    if label == "nop" and result.reward != 0.0:
+        return f"nop scores {result.reward:g}, not 0", "nop"
+    if label == "oracle" and result.reward != 1.0:
+        if repeat:
+            return f"flaky: oracle scored 1 then {result.reward:g}", "flaky"
+        return f"oracle scores {result.reward:g}, not 1", "oracle"
+    return None, None
 
 
 def _problem(oracle: TrialResult, nop: TrialResult) -> str | None:
-    if not oracle.reward_valid:
-        return f"oracle: {oracle.status}: {_last_line(oracle.error)}"
-    if not nop.reward_valid:
-        return f"nop: {nop.status}: {_last_line(nop.error)}"
-    if oracle.reward != 1.0:
-        return f"oracle scores {oracle.reward:g}, not 1"
-    if nop.reward != 0.0:
-        return f"nop scores {nop.reward:g}, not 0"
+    """The first of: a run without a reward (oracle, then nop), the oracle's score, the nop's score."""
+    verdicts = (run_problem("oracle", oracle), run_problem("nop", nop))
+    for problem, _ in sorted(verdicts, key=lambda verdict: verdict[1] != "infrastructure"):
+        if problem:
+            return problem
     return None
 
 
