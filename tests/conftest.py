@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, TaskConfig, VerifierConfig
 from codedojo.tasks.task import Task, write_task
 
 DEBIAN = "FROM debian:bookworm-slim\nWORKDIR /app\n"
@@ -43,7 +43,7 @@ def make_task(tmp_path: Path) -> MakeTask:
         name: str | None = None,
     ) -> Task:
         config = TaskConfig(
-            agent=AgentConfig(timeout_sec=agent_timeout),
+            agent=AgentPhaseConfig(timeout_sec=agent_timeout),
             verifier=VerifierConfig(timeout_sec=verifier_timeout),
             environment=environment or EnvironmentConfig(memory_mb=512, storage_mb=256, network_mode="no-network"),
         )

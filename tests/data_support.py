@@ -8,7 +8,7 @@ from typing import Any
 
 from codedojo.agent.prompts import SUBMIT_SENTINEL
 from codedojo.data.ingest import row_for
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, TaskConfig, VerifierConfig
 from codedojo.tasks.task import Task, write_task
 
 SUBMIT = f"```bash\necho {SUBMIT_SENTINEL}\n```"
@@ -28,7 +28,7 @@ def make_answer_task(folder: Path, name: str, *, repository: str = "repo-a", tie
     config = TaskConfig(
         source="codedojo-builtin",
         metadata={"instance_id": name, "repository": repository, "tier": tier},
-        agent=AgentConfig(timeout_sec=60.0), verifier=VerifierConfig(timeout_sec=60.0),
+        agent=AgentPhaseConfig(timeout_sec=60.0), verifier=VerifierConfig(timeout_sec=60.0),
         environment=EnvironmentConfig(memory_mb=512, storage_mb=256, network_mode="no-network"),
     )
     return write_task(folder / name, instruction=f"Write 42 to answer.txt ({name}).", config=config,

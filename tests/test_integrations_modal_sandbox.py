@@ -19,7 +19,7 @@ from codedojo.integrations.modal_limits import TokenBucket
 from codedojo.integrations.modal_sandbox import ModalSandbox, classify_exit
 from codedojo.integrations.modal_sweeper import MANAGED, orphan_reason, owner_tags, sweep
 from codedojo.sandbox import BACKENDS, SandboxClosedError, SandboxError, SandboxLimits, SandboxStartError
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, TaskConfig, VerifierConfig
 from codedojo.tasks.task import Task, examples_dir
 
 
@@ -175,7 +175,7 @@ def test_the_sweeper_removes_only_orphans_of_dead_runs() -> None:
 
 def _task(*, agent: float | None = 300.0, verifier: float = 120.0, build: float = 600.0,
           workdir: str | None = None) -> Task:
-    config = TaskConfig(agent=AgentConfig(timeout_sec=agent), verifier=VerifierConfig(timeout_sec=verifier),
+    config = TaskConfig(agent=AgentPhaseConfig(timeout_sec=agent), verifier=VerifierConfig(timeout_sec=verifier),
                         environment=EnvironmentConfig(build_timeout_sec=build, docker_image="x/y:1", workdir=workdir))
     return Task(path=Path("/tasks/t"), config=config, instruction="do")
 
@@ -207,7 +207,7 @@ def test_exit_codes_and_workdirs() -> None:
 
 
 @pytest.mark.parametrize(("config", "where"), [
-    ({"agent": AgentConfig(user="agent")}, "[agent].user = 'agent'"),
+    ({"agent": AgentPhaseConfig(user="agent")}, "[agent].user = 'agent'"),
     ({"verifier": VerifierConfig(user=1000)}, "[verifier].user = 1000"),
 ])
 def test_a_task_that_runs_as_another_user_is_refused_before_modal_is_asked(

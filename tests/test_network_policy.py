@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codedojo.sandbox.base import NetworkPolicyError, network_for_task
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, StepConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, StepConfig, TaskConfig, VerifierConfig
 from codedojo.tasks.task import Task
 
 
@@ -38,11 +38,11 @@ def test_a_public_task_gets_network_where_the_backend_follows_the_task_and_needs
     [
         ({"environment": EnvironmentConfig(network_mode="allowlist", allowed_hosts=("pypi.org",))},
          r'\[environment\].network_mode = "allowlist": the docker backend cannot restrict'),
-        ({"agent": AgentConfig(network_mode="no-network")},
+        ({"agent": AgentPhaseConfig(network_mode="no-network")},
          r'\[agent\].network_mode = "no-network" while another phase allows internet'),
         ({**CLOSED, "verifier": VerifierConfig(network_mode="public")},
          r'\[environment\].network_mode = "no-network" while another phase'),
-        ({**CLOSED, "steps": (StepConfig(name="s", agent=AgentConfig(network_mode="allowlist")),)},
+        ({**CLOSED, "steps": (StepConfig(name="s", agent=AgentPhaseConfig(network_mode="allowlist")),)},
          r"\[\[steps\]\] 's' agent.network_mode = \"allowlist\""),
     ],
 )

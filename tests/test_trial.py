@@ -58,12 +58,13 @@ def test_reward_json_wins_over_reward_txt_and_test_sh_runs_in_the_workdir(make_t
 
 
 def test_the_verifier_env_reaches_test_sh(make_task: MakeTask, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+    from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, TaskConfig, VerifierConfig
     from codedojo.tasks.task import write_task
 
     monkeypatch.setenv("CODEDOJO_TEST_HOST_VALUE", "0.5")
     base = make_task()
-    config = TaskConfig(agent=AgentConfig(timeout_sec=30), environment=EnvironmentConfig(network_mode="no-network"),
+    config = TaskConfig(agent=AgentPhaseConfig(timeout_sec=30),
+                        environment=EnvironmentConfig(network_mode="no-network"),
                         verifier=VerifierConfig(env={"SCORE": "${CODEDOJO_TEST_HOST_VALUE}"}))
     files = {"environment/Dockerfile": (base.path / "environment/Dockerfile").read_text(),
              "tests/test.sh": "#!/bin/bash\necho $SCORE > /logs/verifier/reward.txt\n",

@@ -198,7 +198,7 @@ class VerifierConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AgentConfig:
+class AgentPhaseConfig:
     """`[agent]`: limits for the agent phase."""
 
     timeout_sec: float | None = None
@@ -237,7 +237,7 @@ class StepConfig:
 
     name: str
     """Step name; also the directory under steps/."""
-    agent: AgentConfig | None = None
+    agent: AgentPhaseConfig | None = None
     """Agent limits for this step."""
     verifier: VerifierConfig | None = None
     """Verifier settings for this step."""
@@ -267,7 +267,7 @@ class TaskConfig:
     """Free-form metadata (instance id, repository, difficulty, tests, ...)."""
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     """`[verifier]`."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
+    agent: AgentPhaseConfig = field(default_factory=AgentPhaseConfig)
     """`[agent]`."""
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
     """`[environment]`."""

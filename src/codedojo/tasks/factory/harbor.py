@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, TaskConfig, VerifierConfig
 from codedojo.tasks.factory.testrun import SCRIPTS_DIR
 from codedojo.tasks.task import Task, write_task
 
@@ -110,7 +110,7 @@ def task_config(spec: TaskSpec) -> TaskConfig:
         source=spec.source,
         metadata=metadata,
         verifier=VerifierConfig(timeout_sec=float(GRADE_TIMEOUT_S + 60)),
-        agent=AgentConfig(timeout_sec=1800.0),
+        agent=AgentPhaseConfig(timeout_sec=1800.0),
         environment=EnvironmentConfig(
             cpus=1, memory_mb=1024, storage_mb=1024, network_mode="no-network", build_timeout_sec=600.0
         ),

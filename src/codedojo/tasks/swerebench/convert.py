@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codedojo.tasks.config import AgentConfig, EnvironmentConfig, NetworkMode, TaskConfig, VerifierConfig
+from codedojo.tasks.config import AgentPhaseConfig, EnvironmentConfig, NetworkMode, TaskConfig, VerifierConfig
 from codedojo.tasks.swerebench import scripts
 from codedojo.tasks.swerebench.grading import GRADER, format_ids, supported_parsers
 from codedojo.tasks.swerebench.row import RowError, SweRebenchRow, parse_row
@@ -224,7 +224,7 @@ def _task_config(row: SweRebenchRow, config: ConvertConfig) -> TaskConfig:
             network_mode=config.network_mode,
             build_timeout_sec=config.build_timeout_sec,
         ),
-        agent=AgentConfig(timeout_sec=config.agent_timeout_sec),
+        agent=AgentPhaseConfig(timeout_sec=config.agent_timeout_sec),
         verifier=VerifierConfig(timeout_sec=config.verifier_timeout_sec),
     )
 
