@@ -87,7 +87,7 @@ def noise_words(mean: float | None, stderr: float | None) -> str:
 
 
 def learning_lines(summary: dict[str, Any]) -> list[str]:
-    """The end-of-run summary of `LocalTrainer._learning_summary` as printable lines."""
+    """The end-of-run summary (`train.run_records.RunRecords.finish`) as printable lines."""
 
     def num(x: float | None, sign: bool = False) -> str:
         return "-" if x is None else (f"{x:+.3f}" if sign else f"{x:.3f}")
