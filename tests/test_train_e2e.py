@@ -244,3 +244,46 @@ def test_the_update_config_is_the_recipe_resolved_once() -> None:
     factors = [lr_factor(step, config.optimizer) for step in range(7)]
     assert factors == pytest.approx([0.5, 1.0, 1.0, 0.1 + 0.9 * 0.5 * (1 + 2 ** -0.5), 0.55,
                                      0.1 + 0.9 * 0.5 * (1 - 2 ** -0.5), 0.1])
+
+
+def test_the_before_training_evaluation_of_a_folder_is_kept_for_the_next_run_from_the_same_weights(
+        trained: tuple[Path, Any], tmp_path: Path) -> None:
+    """A run from a model folder (the main job's cached warm start) keeps its before-training evaluation's
+    episodes in the eval cache; a second run from the same weights reads them back and samples none of them."""
+    import asyncio
+    import dataclasses
+
+    from codedojo.inference.specs import HFFolder
+    from codedojo.train.launch import eval_sets, load_tasks
+    from codedojo.train.plan import plan_for
+    from codedojo.train.trainer import LocalTrainer
+
+    tmp, run = trained
+    start = HFFolder(path=str(run.run_dir / "final"))
+    base = _recipe(tmp, num_rollout=1)
+    recipe = dataclasses.replace(base, extra_config=dataclasses.replace(base.extra_config,
+                                                                        skip_eval_before_train=False))
+    replies: list[str] = []
+
+    async def counting_engine(loaded: Any) -> ScriptedPolicy:
+        def script(session_id: str) -> list[str]:
+            replies.append(session_id)
+            return _script(session_id)
+        return ScriptedPolicy(loaded.tokenizer, script)
+
+    def sessions(name: str, cache: Path | None) -> int:
+        replies.clear()
+        trainer = LocalTrainer(model=start, tasks=load_tasks(_dataset(tmp / "data")),
+                               plan=plan_for(recipe, profile="small"), run_dir=tmp_path / name, device="cpu",
+                               eval_sets=eval_sets(recipe, profile="small"), engine_factory=counting_engine,
+                               eval_cache=cache)
+        asyncio.run(trainer.run())
+        return len(set(replies))
+
+    before = 2 * 2  # the before-training evaluation: 2 tasks x n = 2
+    first, second = sessions("first", tmp_path / "evals"), sessions("second", tmp_path / "evals")
+    assert first - second == before
+    report = "evals/held-out/step_000000.json"
+    assert json.loads((tmp_path / "first" / report).read_text())["per_task"] == \
+        json.loads((tmp_path / "second" / report).read_text())["per_task"]
+    assert sessions("uncached", None) == first  # without the cache every run samples its own

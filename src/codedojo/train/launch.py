@@ -16,6 +16,7 @@ import torch
 from rich.console import Console
 
 from codedojo.agent.engines import profile_for
+from codedojo.cache import cache_dir
 from codedojo.config.dataset import AgentTaskDataset, DatasetConfig
 from codedojo.config.recipe import EvalDefaults, Recipe
 from codedojo.config.run import Run
@@ -53,7 +54,7 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
     _print_plan(console, config, run_id=run_id, run_dir=run_dir, device=device, tasks=tasks, evals=evals)
     trainer = LocalTrainer(model=config.model, tasks=tasks, plan=plan_for(config.recipe, profile=profile),
                            run_dir=run_dir, device=device, eval_sets=evals, engine_factory=engine_factory,
-                           console=console)
+                           console=console, eval_cache=cache_dir() / "evals" if engine_factory is None else None)
     summary = asyncio.run(trainer.run())
     console.print(f"metrics: {run_dir / 'metrics.jsonl'} (TensorBoard: {run_dir / 'tensorboard'})")
     console.print(f"report: {summary['report']}; final model: {summary['final_model']}")

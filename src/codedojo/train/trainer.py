@@ -13,6 +13,9 @@ updates while the engine waits, so every episode is sampled by the latest weight
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +28,7 @@ from rich.console import Console
 
 from codedojo.agent.loop import AgentConfig
 from codedojo.inference.protocol import Engine
-from codedojo.inference.specs import LoadedModel, ModelLike, resolve_model
+from codedojo.inference.specs import HFFolder, LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
 from codedojo.rollout.episodes import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
@@ -78,7 +81,7 @@ class LocalTrainer:
 
     def __init__(self, *, model: ModelLike, tasks: list[Task], plan: TrainPlan, run_dir: Path, device: str,
                  eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
-                 console: Console | None = None) -> None:
+                 console: Console | None = None, eval_cache: Path | None = None) -> None:
         self.model_spec = model
         self.tasks = tasks
         self.plan = plan
@@ -88,6 +91,10 @@ class LocalTrainer:
         self.engine_factory = engine_factory
         self.console = console or Console(stderr=True)
         self.update_config = plan.update
+        self.eval_cache = eval_cache
+        """Where the before-training evaluation of a start model given as a folder keeps its episodes, by the
+        weights' digest and the evaluation's settings, so a later run from the same weights (the main job's cached
+        warm start) reads them back instead of running them again; None: not kept."""
 
     async def run(self) -> dict[str, Any]:
         """Train from the latest checkpoint (else from step 0) to num_rollout steps; returns a summary."""
@@ -250,13 +257,33 @@ class LocalTrainer:
         with records.trace.span("eval", step=step):
             results: dict[str, Any] = {}
             for eval_set in self.eval_sets:
+                kept = self._kept_evaluation(eval_set, run.rollout) if step == 0 else None
                 report = await evaluate(eval_set.tasks, engine=run.engine, n=eval_set.n, agent_config=eval_set.agent,
-                                        rollout=run.rollout, seed=self.plan.step.seed + step, console=self.console)
+                                        rollout=run.rollout, seed=self.plan.step.seed + step, console=self.console,
+                                        trajectory_dir=kept[0] if kept else None, model=kept[1] if kept else None)
                 results.update(records.eval_set(eval_set.name, report, step=step, n=eval_set.n,
                                                 tasks=len(eval_set.tasks)))
             await _free_memory(run.engine)
         records.health(check_evaluation(records.train_rows, results, self.plan.records.health), results, step=step)
         records.evaluated(step, results)
+
+    def _kept_evaluation(self, eval_set: EvalSet, rollout: RolloutConfig) -> tuple[Path, str] | None:
+        """The folder the before-training evaluation of `eval_set` keeps its episodes in, and the name of the
+        weights it evaluates (for the evaluation's settings journal); None without an eval cache or when the start
+        model is not a folder. The folder's name covers everything the episodes depend on: the weights' bytes,
+        the device and its precision, the tasks, n, the seed, the agent's settings and the reward's shape."""
+        if self.eval_cache is None or not isinstance(self.model_spec, HFFolder):
+            return None
+        weights = hashlib.sha256()
+        for path in sorted(Path(self.model_spec.path).iterdir()):
+            if path.is_file():
+                weights.update(path.name.encode() + b"\0" + path.read_bytes())
+        model = f"{self.model_spec.path}@{weights.hexdigest()[:16]}"
+        key = json.dumps([weights.hexdigest(), self.device, str(compute_dtype(self.plan.policy.bf16, self.device)),
+                          eval_set.name, [t.name for t in eval_set.tasks], eval_set.n, self.plan.step.seed,
+                          dataclasses.asdict(eval_set.agent), rollout.reward_shape, rollout.flagged_episodes],
+                         sort_keys=True, default=str)
+        return self.eval_cache / hashlib.sha256(key.encode()).hexdigest()[:20], model
 
     async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
         started = time.monotonic()
