@@ -186,8 +186,10 @@ def test_the_episode_clock_stops_a_slow_agent(make_task: MakeTask, chatml: objec
 
 
 def test_trajectory_files_round_trip(chatml: object, tmp_path: Path) -> None:
-    agent = AgentLoop(ScriptedPolicy(chatml, FIX_ADD), trajectory_dir=tmp_path)
+    agent = AgentLoop(ScriptedPolicy(chatml, FIX_ADD))
     result = asyncio.run(run_trial(Task.load(examples_dir() / "fix-add"), agent))
+    assert result.trajectory is not None
+    result.trajectory.save(tmp_path / f"{result.trajectory.episode_id}.json")
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1
     loaded = Trajectory.load(files[0])

@@ -172,7 +172,7 @@ def test_floods_binary_and_invalid_utf8_are_ordinary_observations(tmp_path: Path
     flood = "```bash\nhead -c 100000000 /dev/zero | tr '\\0' x\n```"
     binary = "```bash\nhead -c 4096 /bin/sh\n```"
     invalid = "```bash\nprintf 'caf\\xe9 \\xc3\\x28 \\xed\\xa0\\x80 end\\n'\n```"
-    agent = AgentLoop(ScriptedPolicy(TOKENIZER, [flood, binary, invalid, FIX, SUBMIT]), trajectory_dir=tmp_path)
+    agent = AgentLoop(ScriptedPolicy(TOKENIZER, [flood, binary, invalid, FIX, SUBMIT]))
     result = asyncio.run(run_trial(Task.load(examples_dir() / "hello-file"), agent))
     assert result.status is EpisodeStatus.SUBMITTED and result.reward_valid and result.reward == 1.0
     assert result.trajectory is not None
@@ -186,7 +186,8 @@ def test_floods_binary_and_invalid_utf8_are_ordinary_observations(tmp_path: Path
     shown = int(re.search(r"(\d+) characters in the middle are not shown", observations[0]).group(1))  # type: ignore[union-attr]
     assert 99_000_000 < shown < 100_000_000
     assert "\ufffd" in observations[1] and "caf\ufffd \ufffd(" in observations[2] and "end" in observations[2]
-    (saved,) = tmp_path.glob("*.json")  # the trajectory file holds what the model saw
+    saved = tmp_path / "episode.json"  # the trajectory file holds what the model saw
+    result.trajectory.save(saved)
     from codedojo.trial.trajectory import Trajectory
 
     assert Trajectory.load(saved).messages == result.trajectory.messages

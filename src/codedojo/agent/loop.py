@@ -18,7 +18,6 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from codedojo.agent.actions import BASH_TOOL, ActionFormat, FormatError, format_for_template, parse_action
@@ -101,13 +100,12 @@ class AgentLoop:
     name = "agent"
 
     def __init__(self, engine: Engine, *, config: AgentConfig | None = None, profile: PromptProfile | None = None,
-                 trajectory_dir: Path | None = None, seed: int | None = None) -> None:
+                 seed: int | None = None) -> None:
         self.engine = engine
         self.config = config or AgentConfig()
         self.profile = profile or get_profile(self.config.prompt_profile or "standard")
         self.action_format: ActionFormat = self.config.action_format or format_for_template(
             getattr(engine.tokenizer, "chat_template", None))
-        self.trajectory_dir = trajectory_dir
         self.seed = seed
 
     def opening_messages(self, task: Task, *, workdir: str) -> list[dict[str, Any]]:
@@ -125,8 +123,6 @@ class AgentLoop:
     async def run(self, task: Task, sandbox: Sandbox, *, timeout_sec: float | None) -> AgentOutcome:
         episode = _Episode(self, task, sandbox, timeout_sec=timeout_sec)
         trajectory = await episode.play()
-        if self.trajectory_dir is not None:
-            trajectory.save(self.trajectory_dir / f"{trajectory.episode_id}.json")
         details = {"episode_id": trajectory.episode_id, "turns": len(trajectory.turns),
                    "sampled_tokens": trajectory.num_sampled_tokens, "total_tokens": len(trajectory.token_ids),
                    "drift": trajectory.drift}
