@@ -287,3 +287,45 @@ def test_the_before_training_evaluation_of_a_folder_is_kept_for_the_next_run_fro
     assert json.loads((tmp_path / "first" / report).read_text())["per_task"] == \
         json.loads((tmp_path / "second" / report).read_text())["per_task"]
     assert sessions("uncached", None) == first  # without the cache every run samples its own
+
+
+def test_following_one_training_step_enters_no_file_more_than_three_times(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43's measure of a readable step: from the trainer (train/trainer.py), one step (rollout, batch,
+    update, weight sync, records, the evaluation after it and the checkpoint) calls into each other codedojo file
+    at most 3 separate times. Recorded with sys.setprofile: each call made from trainer.py into another file,
+    consecutive calls into the same file counting as one entry."""
+    import collections
+    import sys
+
+    import codedojo
+    import codedojo.train.trainer as trainer
+
+    src, spine = str(Path(codedojo.__file__).parent) + "/", trainer.__file__
+    entered: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        back = frame.f_back
+        callee = frame.f_code.co_filename
+        if event == "call" and back is not None and back.f_code.co_filename == spine and callee != spine \
+                and callee.startswith(src) and (not entered or entered[-1] != callee):
+            entered.append(callee)
+
+    step, checkpoint = trainer.LocalTrainer._train_step, trainer.LocalTrainer._checkpoint
+
+    async def profiled_step(self: Any, run: Any, index: int) -> None:
+        sys.setprofile(profile)
+        await step(self, run, index)
+
+    def checkpoint_then_stop(self: Any, run: Any) -> None:
+        try:
+            checkpoint(self, run)
+        finally:
+            sys.setprofile(None)
+
+    monkeypatch.setattr(trainer.LocalTrainer, "_train_step", profiled_step)
+    monkeypatch.setattr(trainer.LocalTrainer, "_checkpoint", checkpoint_then_stop)
+    _train(tmp_path, tmp_path / "run", num_rollout=1)
+    files = collections.Counter(path.removeprefix(src) for path in entered)
+    assert {"rollout/episodes.py", "train/samples.py", "train/run_records.py", "train/checkpoint.py"} <= set(files)
+    assert max(files.values()) <= 3, files.most_common()

@@ -2,12 +2,13 @@
 event: `RunRecords`.
 
 The events: a step's episodes (`episodes`: the readable episode file and the trace's lanes, returning the
-slime-shaped records the metrics and hooks read), a health finding (`health`), a finished step (`step`: the
-rollout-log hook, the rollout dump, metrics.jsonl and TensorBoard, the printed line), an eval set's report
-(`eval_set`: its dump, its per-task file for a resumed run's gain, the gain since the first evaluation), the
-end of an evaluation (`evaluated`) and the end of the run (`finish`: learning.json, the printed summary and
-the report page). A relaunched run's records are brought back to its checkpoint's step when they are opened:
-metrics rows, episode files and evaluations written after it are dropped, earlier evaluations read back.
+slime-shaped records the metrics and hooks read), a finished step (`step`: its health checks, the rollout-log
+hook, the rollout dump, metrics.jsonl and TensorBoard, the printed line), an evaluation (`evaluation`: each eval
+set's metrics, dump and per-task file for a resumed run's gain, the gain since the first evaluation, the health
+checks, the eval row) and the end of the run (`finish`: learning.json, the printed summary and the report page).
+The health checks' findings of the latest step and evaluation are `findings`: the trainer decides what to do
+with them. A relaunched run's records are brought back to its checkpoint's step when they are opened: metrics
+rows, episode files and evaluations written after it are dropped, earlier evaluations read back.
 
 Files in the run directory: metrics.jsonl, tensorboard/, episodes/step_N.jsonl, evals/<set>/step_N.json,
 learning.json, report.html, and trace.json and rollout dumps when the plan asks for them.
@@ -28,7 +29,7 @@ from codedojo.data.provenance import write_text_atomic
 from codedojo.rollout.episodes import Episode
 from codedojo.rollout.evaluation import EvalReport, paired_difference, reward_trend
 from codedojo.train.cost import run_cost
-from codedojo.train.health import Finding
+from codedojo.train.health import Finding, check_evaluation, check_step
 from codedojo.train.health import report as health_report
 from codedojo.train.observability import MetricsLog, Trace, load_hook
 from codedojo.train.plan import RecordsPlan
@@ -71,17 +72,10 @@ class RunRecords:
         self._write_episodes(step, episodes)
         return [slime_sample(e, index=i) for i, e in enumerate(episodes)]
 
-    def health(self, findings: list[Finding], row: dict[str, Any], *, step: int) -> None:
-        """A step's or an evaluation's findings: into its metrics row and the run's findings, and printed."""
-        self.findings += findings
-        for finding in findings:
-            row[f"health/{finding.check}"] = 1.0
-        if findings:
-            self.console.print(health_report(findings, step=step, config=self.plan.health), style="yellow",
-                               markup=False, highlight=False)
-
     def step(self, step: int, row: dict[str, Any], records: list[dict[str, Any]], *, rollout_seconds: float) -> None:
-        """A finished step: the rollout-log hook, the dump, its metrics row and its printed line."""
+        """A finished step: its health checks (their findings into the row and printed), the rollout-log hook, the
+        dump, its metrics row and its printed line."""
+        self._health(check_step([*self.train_rows, row], self.plan.health), row, step=step + 1)
         # a custom hook that returns True has logged the step itself (slime's contract): no TensorBoard then
         logged = self._hook is not None and self._hook(step, self.plan.hook_args, records, dict(row), rollout_seconds)
         self._dump(step, records, prefix="rollout")
@@ -91,9 +85,19 @@ class RunRecords:
 
     # ----- evaluations ------------------------------------------------------------------------------------------
 
-    def eval_set(self, name: str, report: EvalReport, *, step: int, n: int, tasks: int) -> dict[str, Any]:
-        """One eval set's report after `step` steps: its metrics (pass@1, pass@n, statuses, flagged episodes,
-        the gain since the first evaluation), its dump and its per-task file."""
+    def evaluation(self, step: int, reports: Sequence[tuple[str, EvalReport, int, int]]) -> dict[str, Any]:
+        """Every eval set's report after `step` steps, as (name, report, n, task count): each set's metrics
+        (pass@1, pass@n, statuses, flagged episodes, the gain since the first evaluation), dump and per-task
+        file, then the health checks on them and the eval row. Returns the row."""
+        results: dict[str, Any] = {}
+        for name, report, n, tasks in reports:
+            results.update(self._eval_set(name, report, step=step, n=n, tasks=tasks))
+        self._health(check_evaluation(self.train_rows, results, self.plan.health), results, step=step)
+        self.eval_rows.append({"step": step, **results})
+        self._metrics.write(step, "eval", results)
+        return results
+
+    def _eval_set(self, name: str, report: EvalReport, *, step: int, n: int, tasks: int) -> dict[str, Any]:
         data = report.to_dict()
         prefix = f"eval/{name}"
         results: dict[str, Any] = {f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
@@ -115,11 +119,6 @@ class RunRecords:
                            f"{tasks} tasks")
         return results
 
-    def evaluated(self, step: int, results: dict[str, Any]) -> None:
-        """Every eval set done after `step` steps: the eval row (its findings already in it)."""
-        self.eval_rows.append({"step": step, **results})
-        self._metrics.write(step, "eval", results)
-
     # ----- the end ----------------------------------------------------------------------------------------------
 
     def finish(self) -> tuple[dict[str, Any], Path]:
@@ -134,6 +133,15 @@ class RunRecords:
         self.trace.flush()
 
     # ----- the files --------------------------------------------------------------------------------------------
+
+    def _health(self, findings: list[Finding], row: dict[str, Any], *, step: int) -> None:
+        """A step's or an evaluation's findings: into its metrics row and the run's findings, and printed."""
+        self.findings += findings
+        for finding in findings:
+            row[f"health/{finding.check}"] = 1.0
+        if findings:
+            self.console.print(health_report(findings, step=step, config=self.plan.health), style="yellow",
+                               markup=False, highlight=False)
 
     def _learning_summary(self) -> dict[str, Any]:
         """Each eval set's pass@1 at its first and last evaluation with the paired standard error of the gain,

@@ -38,7 +38,7 @@ from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
 from codedojo.train.cost import step_cost
 from codedojo.train.curriculum import CurriculumSampler, tier_metrics
-from codedojo.train.health import RunUnhealthy, check_evaluation, check_step
+from codedojo.train.health import RunUnhealthy
 from codedojo.train.health import report as health_report
 from codedojo.train.observability import load_hook
 from codedojo.train.optim import build_optimizer, build_scheduler
@@ -197,7 +197,6 @@ class LocalTrainer:
             row["perf/weight_sync_seconds"] = await self._sync_weights(run.engine, state.policy)
         row["perf/step_seconds"] = time.monotonic() - started
         row.update(step_cost(row, self.plan.records.prices))
-        records.health(check_step([*records.train_rows, row], self.plan.records.health), row, step=step + 1)
         records.step(step, row, samples_records, rollout_seconds=rollout_seconds)
 
     def _batch(self, episodes: list[Episode], records: list[dict[str, Any]], *, rollout_seconds: float
@@ -253,19 +252,16 @@ class LocalTrainer:
 
     async def _evaluate(self, run: _Run, *, step: int) -> None:
         """Every eval set after `step` steps: pass@1 (and pass@n), statuses, the gain since the first."""
-        records = run.records
-        with records.trace.span("eval", step=step):
-            results: dict[str, Any] = {}
+        with run.records.trace.span("eval", step=step):
+            reports = []
             for eval_set in self.eval_sets:
                 kept = self._kept_evaluation(eval_set, run.rollout) if step == 0 else None
                 report = await evaluate(eval_set.tasks, engine=run.engine, n=eval_set.n, agent_config=eval_set.agent,
                                         rollout=run.rollout, seed=self.plan.step.seed + step, console=self.console,
                                         trajectory_dir=kept[0] if kept else None, model=kept[1] if kept else None)
-                results.update(records.eval_set(eval_set.name, report, step=step, n=eval_set.n,
-                                                tasks=len(eval_set.tasks)))
+                reports.append((eval_set.name, report, eval_set.n, len(eval_set.tasks)))
             await _free_memory(run.engine)
-        records.health(check_evaluation(records.train_rows, results, self.plan.records.health), results, step=step)
-        records.evaluated(step, results)
+        run.records.evaluation(step, reports)
 
     def _kept_evaluation(self, eval_set: EvalSet, rollout: RolloutConfig) -> tuple[Path, str] | None:
         """The folder the before-training evaluation of `eval_set` keeps its episodes in, and the name of the
