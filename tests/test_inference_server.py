@@ -241,3 +241,47 @@ def test_dead_and_hung_servers_fail_fast_with_a_clear_error(tiny) -> None:
         assert asyncio.run(run()) < 30
     finally:
         server.stop()
+
+
+def test_a_server_at_its_admission_limit_answers_503_with_retry_after_and_the_client_waits(tiny) -> None:
+    """--max-running 1 --max-waiting 0: a second generation request while one is held is refused at once (503,
+    Retry-After, OpenAI-shaped `server_overloaded`), never queued without bound; HTTPEngine waits as told and
+    gets its answer once the first request is done."""
+    tokenizer, _ = tiny
+    server = Server("--max-running", "1", "--max-waiting", "0").wait_ready()
+    params = SamplingParams(max_new_tokens=4, ignore_eos=True)
+
+    async def run():
+        client = HTTPEngine(server.url, tokenizer=tokenizer, timeout_s=60)
+        async with aiohttp.ClientSession() as http:
+            async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
+                assert response.status == 200
+            held = asyncio.ensure_future(client.generate([5, 6, 7], params))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while (await client.stats())["admission"]["admitted"] == 0:  # a bounded poll: until it is held
+                assert loop.time() < deadline, "the request did not reach the paused server within 30 s"
+                await asyncio.sleep(0.01)
+            body = {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 2}}
+            async with http.post(server.url + "/generate", json=body) as response:
+                refused = (response.status, response.headers.get("Retry-After"), await response.json())
+            waiting = asyncio.ensure_future(client.generate([8, 9], params))  # refused, then retried by the client
+            while (await client.stats())["admission"]["refused"] < 2:
+                assert loop.time() < deadline, "the client's request was not refused within 30 s"
+                await asyncio.sleep(0.01)
+            async with http.post(server.url + "/continue_generation") as response:
+                assert response.status == 200
+        first, second = await held, await waiting
+        stats = await client.stats()
+        await client.close()
+        return refused, first, second, stats
+
+    try:
+        (status, retry_after, body), first, second, stats = asyncio.run(run())
+    finally:
+        server.stop()
+    assert status == 503 and retry_after == "1"
+    assert body["error"]["code"] == "server_overloaded" and "--max-waiting" in body["error"]["message"]
+    assert len(first.token_ids) == len(second.token_ids) == 4
+    assert stats["admission"]["limit"] == 1 and stats["admission"]["admitted"] == 0
+    assert stats["admission"]["refused"] >= 2 and stats["http_status_counts"]["503"] >= 2

@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="KV cache budget in tokens (default: a quarter of memory, at most 8 GiB)")
     p.add_argument("--max-running", type=positive_int, default=64,
                    help="most requests in the running batch (default: 64)")
+    p.add_argument("--max-waiting", type=_waiting, default=192,
+                   help="generation requests admitted beyond the running batch; one more is answered 503 with "
+                   "Retry-After at once (the OpenAI SDK and codedojo's client wait and retry); -1: no limit "
+                   "(default: 192)")
     p.add_argument("--max-step-tokens", type=positive_int, default=1024,
                    help="most tokens per forward step, decode plus prefill chunks (default: 1024)")
     p.add_argument("--seed", type=int, default=None, help="seed for requests that carry none")
@@ -42,6 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--no-prefix-cache", action="store_true",
                    help="keep KV between requests only for session ids, not automatically (benchmarks)")
     p.set_defaults(func=_serve)
+
+
+def _waiting(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"expected a count of requests >= 0, or -1 for no limit, got {text!r}")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -77,7 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"serving {spec.name} on {url}", flush=True)
 
     async def main() -> None:
-        task = asyncio.ensure_future(serve(engine, model_name=spec.name, host=args.host, port=args.port, ready=ready))
+        task = asyncio.ensure_future(serve(engine, model_name=spec.name, host=args.host, port=args.port, ready=ready,
+                                           max_waiting=None if args.max_waiting < 0 else args.max_waiting))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)

@@ -16,6 +16,8 @@ dropped connection (a dead server) raises `EngineUnavailableError` at once.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -29,6 +31,7 @@ from codedojo.inference.errors import (
     InferenceError,
     InvalidRequestError,
     RouteNotFoundError,
+    ServerOverloadedError,
 )
 from codedojo.inference.protocol import Completion, FinishReason, SamplingParams
 from codedojo.inference.wire import params_to_sglang
@@ -181,11 +184,18 @@ class HTTPEngine:
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=self.timeout)
         url = self.base_url + path
+        deadline = time.monotonic() + (self.timeout.total or 0.0)
         try:
-            async with self._http.request(method, url, json=body, headers=headers) as response:
-                if response.status >= 400:
-                    raise await _http_error(response, url)
-                return await (response.text() if reply == "text" else response.json(content_type=None))
+            while True:
+                async with self._http.request(method, url, json=body, headers=headers) as response:
+                    if response.status >= 400:
+                        error = await _http_error(response, url)
+                        wait = _retry_after(response, error)
+                        if wait is None or (self.timeout.total and time.monotonic() + wait > deadline):
+                            raise error
+                    else:
+                        return await (response.text() if reply == "text" else response.json(content_type=None))
+                await asyncio.sleep(wait)  # the server is at its admission limit: it said when to come back
         except TimeoutError as error:
             raise EngineTimeoutError(
                 f"{url} did not answer within {self.timeout.total:.0f} s (server overloaded, hung or dead?)"
@@ -214,6 +224,16 @@ async def _http_error(response: aiohttp.ClientResponse, url: str) -> InferenceEr
         return RouteNotFoundError(f"{url} answered HTTP 404: {text[:500]}")
     cls = InvalidRequestError if 400 <= response.status < 500 else InferenceError
     return cls(f"{url} answered HTTP {response.status}: {text[:500]}")
+
+
+def _retry_after(response: aiohttp.ClientResponse, error: InferenceError) -> float | None:
+    """Seconds to wait before sending the request again: only for a server at its admission limit."""
+    if not isinstance(error, ServerOverloadedError):
+        return None
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", ServerOverloadedError.retry_after)))
+    except ValueError:
+        return float(ServerOverloadedError.retry_after)
 
 
 def _finish_reason(kind: Any) -> FinishReason:

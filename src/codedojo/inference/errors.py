@@ -98,6 +98,16 @@ class EngineUnavailableError(InferenceError, ConnectionError):
     http_status = 503
 
 
+class ServerOverloadedError(InferenceError):
+    """The server holds as many generation requests as its admission limit allows (`codedojo serve
+    --max-running` plus `--max-waiting`): it answers 503 with a Retry-After header at once instead of queueing
+    without bound. `retry_after` is the seconds the server suggests waiting."""
+
+    type_name = "server_overloaded"
+    http_status = 503
+    retry_after = 1
+
+
 class EngineTimeoutError(InferenceError, TimeoutError):
     """A remote engine did not answer within the client's timeout."""
 
@@ -119,6 +129,7 @@ ERROR_TYPES: dict[str, type[InferenceError]] = {
         RouteNotFoundError,
         EngineClosedError,
         EngineUnavailableError,
+        ServerOverloadedError,
         EngineTimeoutError,
     )
 }

@@ -48,6 +48,7 @@ from codedojo.inference.errors import (
     ModelNotFoundError,
     RequestTooLargeError,
     RouteNotFoundError,
+    ServerOverloadedError,
     error_body,
 )
 from codedojo.inference.openai_chat import ChatCompletions, TokenText, trim_stop
@@ -77,7 +78,12 @@ MAX_BODY_BYTES = 64 << 20
 
 
 def error_response(error: InferenceError) -> web.Response:
-    return web.json_response(error_body(error), status=error.http_status)
+    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, ServerOverloadedError) else None
+    return web.json_response(error_body(error), status=error.http_status, headers=headers)
+
+
+GENERATION_ROUTES = frozenset({"/generate", "/v1/chat/completions"})
+"""The routes that hold a generation request; the admission limit counts them."""
 
 
 def _session_id(request: web.Request, body: dict[str, Any]) -> str | None:
@@ -108,9 +114,15 @@ async def _json(request: web.Request, *, optional: bool = False) -> dict[str, An
 class InferenceServer:
     """Routes for one engine. `model_name` is what /v1/models and responses report."""
 
-    def __init__(self, engine: LocalEngine, *, model_name: str) -> None:
+    def __init__(self, engine: LocalEngine, *, model_name: str, max_waiting: int | None = None) -> None:
+        """`max_waiting`: generation requests admitted beyond the engine's running batch (`max_running`); one
+        more is answered 503 with Retry-After at once. None: no limit (every request waits its turn)."""
         self.engine = engine
         self.model_name = model_name
+        self.admission_limit = None if max_waiting is None else engine.scheduler.max_running + max_waiting
+        self.admitted = 0
+        """Generation requests being served now (running or waiting in the engine's queue)."""
+        self.refused = 0
         self.tokenizer = engine.tokenizer
         self.tokens = TokenText(engine.tokenizer)
         self.version_names: dict[int, str] = {}
@@ -122,7 +134,7 @@ class InferenceServer:
         return self.version_names.get(version, str(version))
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=MAX_BODY_BYTES)
+        app = web.Application(middlewares=[self._errors, self._admission], client_max_size=MAX_BODY_BYTES)
         app.add_routes(
             [
                 web.get("/health", self.health),
@@ -169,6 +181,24 @@ class InferenceServer:
         self.statuses[response.status] += 1
         return response
 
+    @web.middleware
+    async def _admission(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """At most `admission_limit` generation requests at once (a stream counts until it ends)."""
+        if request.path not in GENERATION_ROUTES or self.admission_limit is None:
+            return await handler(request)
+        if self.admitted >= self.admission_limit:
+            self.refused += 1
+            raise ServerOverloadedError(
+                f"this server is serving {self.admitted} generation requests, its admission limit "
+                f"(--max-running {self.engine.scheduler.max_running} + --max-waiting "
+                f"{self.admission_limit - self.engine.scheduler.max_running}); retry after "
+                f"{ServerOverloadedError.retry_after} s, or start it with a larger --max-waiting")
+        self.admitted += 1
+        try:
+            return await handler(request)
+        finally:
+            self.admitted -= 1
+
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "weight_version": self.version_label(self.engine.weight_version)})
 
@@ -184,6 +214,7 @@ class InferenceServer:
     async def stats(self, request: web.Request) -> web.Response:
         stats = await self.engine.stats()
         stats["http_status_counts"] = {str(k): v for k, v in sorted(self.statuses.items())}
+        stats["admission"] = {"limit": self.admission_limit, "admitted": self.admitted, "refused": self.refused}
         return web.json_response(stats)
 
     def _model_card(self) -> dict[str, Any]:
@@ -441,11 +472,11 @@ class InferenceServer:
 
 
 async def serve(engine: LocalEngine, *, model_name: str, host: str, port: int,
-                ready: Callable[[str], None] | None = None) -> None:
+                ready: Callable[[str], None] | None = None, max_waiting: int | None = None) -> None:
     """Run until cancelled; `ready(url)` is called once the socket listens (port 0 picks a free one)."""
     # handler_cancellation: a client that disconnects cancels its handler, and so its generation.
-    runner = web.AppRunner(InferenceServer(engine, model_name=model_name).app(), access_log=None,
-                           handler_cancellation=True)
+    server = InferenceServer(engine, model_name=model_name, max_waiting=max_waiting)
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     try:  # a port that cannot be bound (OSError) closes the engine too
         site = web.TCPSite(runner, host, port)
