@@ -162,14 +162,14 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 
 
 def test_builtin_is_deterministic_and_a_limit_is_a_prefix(tmp_path: Path):
-    args = ["tasks", "builtin", "--repo", "cachebox", "--repo", "textkit", "--limit", "2", "--seed", "7"]
+    args = ["tasks", "builtin", "--repo", "cachebox", "--repo", "textkit", "--limit", "2", "--seed", "7", "--no-cache"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     assert main([*args, "--out", str(tmp_path / "b"), "--workers", "1"]) == 0
     first, second = tree_bytes(tmp_path / "a"), tree_bytes(tmp_path / "b")
     assert first == second
     names = sorted({k.split("/")[0] for k in first})
     assert len(names) == 2 and {n.split("-")[0] for n in names} == {"cachebox", "textkit"}
-    assert main(["tasks", "builtin", "--repo", "cachebox", "--limit", "1", "--seed", "7",
+    assert main(["tasks", "builtin", "--repo", "cachebox", "--limit", "1", "--seed", "7", "--no-cache",
                  "--out", str(tmp_path / "c")]) == 0  # fmt: skip
     assert tree_bytes(tmp_path / "c") == {k: v for k, v in first.items() if k.startswith("cachebox-")}
 
@@ -204,7 +204,7 @@ def test_curriculum_tiers_restate_the_warmup_bugs_deterministically(tmp_path: Pa
     base = ["tasks", "builtin", "--repo", "moneybox", "--per-repo", "6", "--seed", "3", "--workers", "1"]
     assert main([*base, "--tier", "warmup", "--out", str(tmp_path / "warmup")]) == 0
     assert main([*base, "--tier", "guided", "--out", str(tmp_path / "guided")]) == 0
-    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "again")]) == 0
+    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "again"), "--no-cache"]) == 0
     assert main([*base, "--tier", "hinted", "--out", str(tmp_path / "hinted")]) == 0
     assert tree_bytes(tmp_path / "guided") == tree_bytes(tmp_path / "again")
     warmup = sorted(p.name for p in (tmp_path / "warmup").iterdir())
@@ -232,3 +232,37 @@ def test_curriculum_tiers_pass_oracle_one_nop_zero(tmp_path: Path):
     paths = sorted(p for tier in ("guided", "hinted") for p in (tmp_path / tier).iterdir())
     reports, _ = asyncio.run(check_tasks(paths, workers=2))
     assert paths and [(r.oracle_reward, r.nop_reward, r.problem) for r in reports] == [(1.0, 0.0, None)] * len(paths)
+
+
+def test_a_repositorys_candidates_are_searched_once_and_any_quota_they_cover_is_served_from_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The curriculum tiers restate the same bugs: the second tier (and a smaller quota) reuses the first's
+    search, with the same tasks as a fresh search; a corrupt cache file is searched again."""
+    from codedojo.tasks.factory import pipeline
+
+    searches: list[int] = []
+    real = pipeline.find_candidates
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        searches.append(kwargs["quota"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "find_candidates", counted)
+    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path / "cache"))  # not the session's, which other tests fill
+    base = ["tasks", "builtin", "--repo", "moneybox", "--per-repo", "6", "--seed", "3", "--workers", "1"]
+    assert main([*base, "--tier", "warmup", "--out", str(tmp_path / "warmup")]) == 0
+    assert main([*base, "--tier", "hinted", "--out", str(tmp_path / "hinted")]) == 0
+    assert main([*base[:5], "4", *base[6:], "--tier", "hinted", "--out", str(tmp_path / "fewer")]) == 0
+    assert searches == [6]  # one search; the hinted tier and the smaller quota came from the cache
+    assert main([*base, "--tier", "hinted", "--out", str(tmp_path / "fresh"), "--no-cache"]) == 0
+    assert searches == [6, 6]
+    assert tree_bytes(tmp_path / "hinted") == tree_bytes(tmp_path / "fresh")
+    fewer = tree_bytes(tmp_path / "fewer")
+    assert fewer and fewer == {k: v for k, v in tree_bytes(tmp_path / "fresh").items() if k.split("/")[0] in
+                               {name.split("/")[0] for name in fewer}}
+    (cached,) = (tmp_path / "cache" / "factory-candidates").glob("moneybox-*.pickle")
+    cached.write_bytes(b"not a pickle")
+    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "guided")]) == 0
+    assert searches == [6, 6, 6]  # searched again, and the file replaced
+    assert main([*base, "--tier", "guided", "--out", str(tmp_path / "guided2")]) == 0
+    assert searches == [6, 6, 6]

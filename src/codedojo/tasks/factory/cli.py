@@ -24,6 +24,10 @@ def register(tasks_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "--workers", type=int, default=os.cpu_count() or 1, help="mutants tested at once (default: CPU count)"
     )
     common.add_argument("--python", help="interpreter that runs the tests (default: /usr/bin/python3)")
+    common.add_argument("--no-cache", action="store_true",
+                        help="search every repository's mutants again instead of reusing the candidates an earlier "
+                             "run found (kept under the cache folder, by factory code, repository, seed and "
+                             "interpreter)")
 
     builtin = tasks_subparsers.add_parser(
         "builtin", parents=[common], help="generate the bundled suite of bug-fix tasks"
@@ -50,7 +54,8 @@ def register(tasks_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: str) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from codedojo.tasks.factory.pipeline import find_candidates, quota_for, specs_for, write_suite
+    from codedojo.cache import cache_dir
+    from codedojo.tasks.factory.pipeline import quota_for, remembered_candidates, specs_for, write_suite
 
     if args.limit is not None and args.limit < 1:
         print(f"--limit must be at least 1, got {args.limit}", file=sys.stderr)
@@ -72,8 +77,9 @@ def _generate(args: argparse.Namespace, repos: list, *, per_repo: int, source: s
                 tested[name] = num_tested
                 progress.update(bar, completed=done + accepted, description=f"{name}: {num_tested} tested")
 
-            candidates = find_candidates(
-                repo, seed=args.seed, quota=quota, workers=args.workers, python=args.python, on_progress=report
+            candidates = remembered_candidates(
+                repo, seed=args.seed, quota=quota, workers=args.workers, python=args.python, on_progress=report,
+                cache=None if args.no_cache else cache_dir() / "factory-candidates",
             )
             specs_by_repo.append(specs_for(repo, candidates, seed=args.seed, source=source, tier=args.tier))
     written = write_suite(repos, specs_by_repo, args.out, tier=args.tier, limit=args.limit)

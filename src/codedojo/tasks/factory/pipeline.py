@@ -12,7 +12,10 @@ first k tasks of a repository are the same whatever the quota, so `--limit` give
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import pickle
 import random
 import shutil
 import tempfile
@@ -171,6 +174,60 @@ def find_candidates(
     finally:
         for server in servers:
             server.close()
+
+
+def remembered_candidates(
+    repo: Repository,
+    *,
+    seed: int,
+    quota: int,
+    workers: int,
+    cache: Path | None,
+    python: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Candidate]:
+    """`find_candidates`, remembered in the folder `cache` (None: not remembered).
+
+    A repository's candidates are a fixed sequence of which any quota takes a prefix (the module's determinism),
+    so one file per (factory code, repository content, seed, interpreter) holds the longest list found so far,
+    and whether the repository's mutants ran out before it; a quota it covers is served from it without running
+    a test. The three curriculum tiers restate the same bugs, so generating the second and third costs no search.
+    An unreadable file is searched again and replaced."""
+    if cache is None:
+        return find_candidates(repo, seed=seed, quota=quota, workers=workers, python=python, on_progress=on_progress)
+    path = cache / f"{repo.name}-{_candidate_key(repo, seed=seed, python=python)}.pickle"
+    stored: tuple[list[Candidate], bool] | None = None
+    try:
+        with path.open("rb") as f:
+            stored = pickle.load(f)  # our own cache folder, written below
+    except FileNotFoundError:
+        pass
+    except Exception:
+        stored = None
+    if stored is not None and (len(stored[0]) >= quota or stored[1]):
+        found = stored[0][:quota]
+        if on_progress is not None:
+            on_progress(len(found), 0)
+        return found
+    found = find_candidates(repo, seed=seed, quota=quota, workers=workers, python=python, on_progress=on_progress)
+    if stored is None or len(found) > len(stored[0]) or len(found) < quota:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with tmp.open("wb") as f:
+            pickle.dump((found, len(found) < quota), f)
+        tmp.replace(path)
+    return found
+
+
+def _candidate_key(repo: Repository, *, seed: int, python: str | None) -> str:
+    """What a repository's candidates depend on: the factory's code, the repository's files, the seed, the
+    interpreter that runs the tests."""
+    digest = hashlib.sha256(f"{seed}\0{python or ''}\0".encode())
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    for rel in repo.files:
+        digest.update(rel.encode() + b"\0" + repo.read(rel) + b"\0")
+    return digest.hexdigest()[:20]
 
 
 def _accept_in_order(
