@@ -16,10 +16,13 @@ from codedojo.tasks.task import Task, write_task
 DEBIAN = "FROM debian:bookworm-slim\nWORKDIR /app\n"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Prepared workspaces of test tasks go to a per-session cache, never the user's.
-    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Everything tests cache (prepared workspaces, the factory's candidates, warm starts) goes to a per-session
+    # cache, never the user's; session-wide, so module-scoped fixtures are covered too.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        yield
 
 
 MakeTask = Callable[..., Task]
