@@ -261,6 +261,8 @@ HI = [{"role": "user", "content": "hi"}]
          "temperature must be a number, got 'hot'"),
         ("/v1/chat/completions", {"messages": HI, "max_tokens": "ten"}, 400, "max_tokens",
          "max_tokens must be an integer of at least 1, got 'ten'"),
+        ("/v1/chat/completions", {"messages": HI, "stream": "false"}, 400, "stream",
+         "stream must be true or false, got 'false'"),
         ("/v1/chat/completions", {"messages": HI, "chat_template_kwargs": "x"}, 400, "chat_template_kwargs",
          "chat_template_kwargs must be an object"),
         ("/v1/chat/completions", {"messages": HI, "max_token": 3}, 400, None, "unknown chat completion keys: "
@@ -276,7 +278,7 @@ HI = [{"role": "user", "content": "hi"}]
         ("/generate", {"input_ids": [5] * 2048}, 400, "messages", "maximum context length is 2048 tokens"),
     ],
     ids=["invalid-json", "not-an-object", "missing-messages", "message-without-role", "temperature-type",
-         "max-tokens-type", "template-kwargs-type", "unknown-key", "unknown-model", "chat-over-context",
+         "max-tokens-type", "stream-type", "template-kwargs-type", "unknown-key", "unknown-model", "chat-over-context",
          "generate-no-prompt", "sampling-params-type", "sampling-temperature-type", "generate-over-context"],
 )
 def test_a_bad_request_body_is_an_openai_shaped_error_naming_the_field(

@@ -167,6 +167,9 @@ class ChatCompletions:
         if params.top_logprobs and not body.get("logprobs"):
             raise InvalidRequestError("top_logprobs needs logprobs: true", param="top_logprobs")
         tools = self._tools(body)
+        for flag in ("stream", "logprobs"):
+            if body.get(flag) is not None and not isinstance(body[flag], bool):
+                raise InvalidRequestError(f"{flag} must be true or false, got {body[flag]!r}", param=flag)
         stream = bool(body.get("stream"))
         options = body.get("stream_options") or {}
         if not isinstance(options, dict) or set(options) - {"include_usage", "continuous_usage_stats"}:
