@@ -21,6 +21,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 def run(script: str, repo: Path, home: Path, *paths: str, path_dirs: tuple[Path, ...] = ()) -> list[str]:
+    # In a sandbox /root is the environment's; here it is this machine's, whose pip cache is not the test's.
+    script = script.replace("/root/.cache/pip", str(home / "root" / ".cache" / "pip"))
     env = {**os.environ, "HOME": str(home), "PATH": os.pathsep.join([*map(str, path_dirs), os.environ["PATH"]])}
     out = subprocess.run(["sh", "-c", script, "probe", str(repo), *paths], env=env, check=True, capture_output=True,
                          text=True).stdout
