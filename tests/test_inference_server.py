@@ -9,8 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -61,6 +62,16 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+async def stats_until(client: HTTPEngine, holds: Callable[[dict[str, Any]], bool], what: str, *,
+                      limit_s: float = 30) -> None:
+    """A bounded poll of the server's /stats until `holds(stats)`, failing with `what` after `limit_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while not holds(await client.stats()):
+        assert loop.time() < deadline, f"{what} within {limit_s:.0f} s"
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
@@ -218,11 +229,8 @@ def test_dead_and_hung_servers_fail_fast_with_a_clear_error(tiny) -> None:
             async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
                 assert response.status == 200
         request = asyncio.ensure_future(client.generate([5, 6, 7], long))
+        await stats_until(client, lambda stats: stats["waiting"] > 0, "the request did not reach the paused server")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while (await client.stats())["waiting"] == 0:  # a bounded poll: until the server holds the request
-            assert loop.time() < deadline, "the request did not reach the paused server within 30 s"
-            await asyncio.sleep(0.01)
         server.process.kill()
         start = loop.time()
         with pytest.raises(EngineUnavailableError, match="closed the connection mid-request"):
@@ -257,18 +265,14 @@ def test_a_server_at_its_admission_limit_answers_503_with_retry_after_and_the_cl
             async with http.post(server.url + "/pause_generation", json={"mode": "in_place"}) as response:
                 assert response.status == 200
             held = asyncio.ensure_future(client.generate([5, 6, 7], params))
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while (await client.stats())["admission"]["admitted"] == 0:  # a bounded poll: until it is held
-                assert loop.time() < deadline, "the request did not reach the paused server within 30 s"
-                await asyncio.sleep(0.01)
+            await stats_until(client, lambda stats: stats["admission"]["admitted"] > 0,
+                              "the request did not reach the paused server")
             body = {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 2}}
             async with http.post(server.url + "/generate", json=body) as response:
                 refused = (response.status, response.headers.get("Retry-After"), await response.json())
             waiting = asyncio.ensure_future(client.generate([8, 9], params))  # refused, then retried by the client
-            while (await client.stats())["admission"]["refused"] < 2:
-                assert loop.time() < deadline, "the client's request was not refused within 30 s"
-                await asyncio.sleep(0.01)
+            await stats_until(client, lambda stats: stats["admission"]["refused"] >= 2,
+                              "the client's request was not refused")
             async with http.post(server.url + "/continue_generation") as response:
                 assert response.status == 200
         first, second = await held, await waiting

@@ -42,13 +42,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("test_inference_server.py", "test_router_keeps_sessions_on_one_server_and_reuses_their_cache.run.episode",
      "asyncio.sleep(0)"):
         "yield: staggers the sessions' turns by a few loop turns; no assertion depends on it",
-    ("test_inference_server.py", "test_dead_and_hung_servers_fail_fast_with_a_clear_error.run", "asyncio.sleep(0.01)"):
-        "bounded poll: /stats until the paused server holds the request, 30 s",
-    ("test_inference_server.py",
-     "test_a_server_at_its_admission_limit_answers_503_with_retry_after_and_the_client_waits.run",
-     "asyncio.sleep(0.01)"):
-        "bounded poll: /stats until the paused server holds the first request, then until it has refused the "
-        "client's, 30 s",
+    ("test_inference_server.py", "stats_until", "asyncio.sleep(0.01)"):
+        "bounded poll: /stats until a condition holds (a paused server holds a request, has refused one), 30 s",
     ("test_integrations_modal_sandbox.py", "test_a_creation_cancelled_midway_is_terminated_once_it_exists.run",
      "asyncio.sleep(0)"):
         "yield: the fakes are plain coroutines and events, so each yield runs the ready tasks one turn",

@@ -31,7 +31,7 @@ from codedojo.rollout.evaluation import EvalReport, paired_difference, reward_tr
 from codedojo.train.cost import run_cost
 from codedojo.train.health import Finding, check_evaluation, check_step
 from codedojo.train.health import report as health_report
-from codedojo.train.observability import MetricsLog, Trace, load_hook
+from codedojo.train.observability import MetricsLog, Trace
 from codedojo.train.plan import RecordsPlan
 from codedojo.train.report import learning_lines
 from codedojo.train.samples import slime_sample
@@ -41,13 +41,13 @@ class RunRecords:
     """The records of one run in `run_dir`, opened at step `start` (0, or the step a resumed run restarts at)."""
 
     def __init__(self, run_dir: Path, plan: RecordsPlan, *, steps: int, eval_sets: Sequence[str], start: int,
-                 console: Console, hook: Callable[..., Any] | None = None) -> None:
-        """`hook`: the rollout-log hook `load_hook(plan.rollout_log_function)` returned, when the caller loaded it
-        before anything slow (a bad path then fails at once); loaded here otherwise."""
+                 console: Console, hook: Callable[..., Any] | None) -> None:
+        """`hook`: the rollout-log hook, `load_hook(plan.rollout_log_function)` (the caller loads it before anything
+        slow, so a bad path fails at once)."""
         self.run_dir, self.plan, self.steps, self.console = run_dir, plan, steps, console
         run_dir.mkdir(parents=True, exist_ok=True)
         self.trace = Trace(run_dir / "trace.json" if plan.capture_trace else None)
-        self._hook = hook if hook is not None else load_hook(plan.rollout_log_function)
+        self._hook = hook
         self._metrics = MetricsLog(run_dir, start=start)
         self.train_rows: list[dict[str, Any]] = [r for r in self._metrics.kept if r["kind"] == "train"]
         """The train rows of metrics.jsonl so far (those kept from before a resume included)."""

@@ -202,7 +202,7 @@ def remembered_candidates(
             stored = pickle.load(f)  # our own cache folder, written below
     except FileNotFoundError:
         pass
-    except Exception:
+    except Exception:  # a truncated or stale file (unpickling raises many kinds): searched again below
         stored = None
     if stored is not None and (len(stored[0]) >= quota or stored[1]):
         found = stored[0][:quota]
