@@ -98,3 +98,19 @@ def test_later_optimizer_steps_are_scored_before_the_first_step_moves_the_weight
     everything = {tuple(s.token_ids) for s in samples}
     assert scored == everything - trained_first
     assert len(scored) == 3
+
+
+def test_the_entropy_over_trained_tokens_is_reported_without_an_entropy_term_and_leaves_the_loss_alone() -> None:
+    samples = _samples()
+    samples[1] = TrainSample(token_ids=samples[1].token_ids, loss_mask=samples[1].loss_mask,
+                             rollout_logprobs=samples[1].rollout_logprobs, advantage=0.0, group=1)
+    policy, reference = _policy(), _policy()
+    metrics = _run(policy, samples, global_batch_size=len(samples))
+    trained = [s for s in samples if s.advantage != 0.0]
+    with torch.no_grad():
+        logits = [reference.model(torch.tensor([s.token_ids])).logits[0, :-1] for s in trained]
+    entropies = [-(torch.log_softmax(lg, -1).exp() * torch.log_softmax(lg, -1)).sum(-1) for lg in logits]
+    mask = torch.cat([torch.tensor(s.loss_mask, dtype=torch.bool) for s in trained])
+    expected = torch.cat(entropies)[mask].mean()  # over the trained tokens only, not the skipped sample's
+    assert metrics["train/entropy"] == pytest.approx(float(expected), rel=1e-4)
+    assert metrics["train/loss"] == pytest.approx(metrics["train/pg_loss"], rel=1e-6)  # not a term of the loss

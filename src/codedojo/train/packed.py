@@ -304,10 +304,11 @@ def _chunk_logprobs(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: tor
     return torch.log_softmax(logits, dim=-1).gather(-1, targets_C[:, None])[:, 0]
 
 
-def _chunk_entropy(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: torch.Tensor,
-                   temperature: float) -> torch.Tensor:
+def _chunk_logprobs_entropy(norm: torch.nn.Module, head: torch.nn.Module, hidden_CH: torch.Tensor,
+                            targets_C: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logprobs of the targets and each position's entropy, from one pass through the head."""
     logp = torch.log_softmax(_chunk_logits(norm, head, hidden_CH, temperature), dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)
+    return logp.gather(-1, targets_C[:, None])[:, 0], -(logp.exp() * logp).sum(dim=-1)
 
 
 def _head_queries(lay: Layout, sequences: Sequence[Sequence[int]], used: Sequence[Sequence[int]] | None
@@ -365,14 +366,15 @@ def packed_token_logprobs(
     chunks, entropies = [], []
     for start in range(0, hidden_QH.shape[0], chunk_size):
         h, t = hidden_QH[start:start + chunk_size], targets_Q[start:start + chunk_size]
-        if torch.is_grad_enabled():
-            chunks.append(checkpoint(_chunk_logprobs, norm, head, h, t, temperature, use_reentrant=False))
-            if with_entropy:
-                entropies.append(checkpoint(_chunk_entropy, norm, head, h, temperature, use_reentrant=False))
+        grad = torch.is_grad_enabled()
+        if with_entropy:
+            lp, ent = (checkpoint(_chunk_logprobs_entropy, norm, head, h, t, temperature, use_reentrant=False)
+                       if grad else _chunk_logprobs_entropy(norm, head, h, t, temperature))
+            chunks.append(lp)
+            entropies.append(ent)
         else:
-            chunks.append(_chunk_logprobs(norm, head, h, t, temperature))
-            if with_entropy:
-                entropies.append(_chunk_entropy(norm, head, h, temperature))
+            chunks.append(checkpoint(_chunk_logprobs, norm, head, h, t, temperature, use_reentrant=False)
+                          if grad else _chunk_logprobs(norm, head, h, t, temperature))
     zero = hidden_QH.new_zeros(1, dtype=torch.float32)
     # slot Q is a constant 0 for unread positions: one gather per sequence puts every value in place
     num_q = len(rows)

@@ -181,7 +181,8 @@ def _optimizer_steps(policy: Policy, optimizer: torch.optim.Optimizer,
         num_tokens = sum(samples[i].num_trainable for i in group)
         step_indices = [i for i in group if i in plan.active]
         step_items = [plan.active[i] for i in step_indices]
-        trained_tokens += sum(p.sample.num_trainable for p in step_items)
+        active_tokens = sum(p.sample.num_trainable for p in step_items)
+        trained_tokens += active_tokens
         if not step_items:  # nothing to learn from in this optimizer step; keep the schedule in time
             with warnings.catch_warnings():  # stepping the schedule without an optimizer step is deliberate
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
@@ -189,7 +190,7 @@ def _optimizer_steps(policy: Policy, optimizer: torch.optim.Optimizer,
             continue
         for indices in _micro_batches([p.sample for p in step_items], config.max_tokens_per_gpu):
             micro = [step_items[i] for i in indices]
-            parts, current = _micro_loss(policy, micro, config, num_tokens=num_tokens)
+            parts, current = _micro_loss(policy, micro, config, num_tokens=num_tokens, active_tokens=active_tokens)
             for i, lp in zip(indices, current, strict=True):
                 plan.old.setdefault(step_indices[i], lp)
             parts["loss"].backward()
@@ -211,14 +212,16 @@ def _optimizer_steps(policy: Policy, optimizer: torch.optim.Optimizer,
     return totals, grad_norms, trained_tokens
 
 
-def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *, num_tokens: int
-                ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *, num_tokens: int,
+                active_tokens: int) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
     """The micro-batch's loss terms, and each sample's current logprobs (detached), which are the old
-    logprobs of a sample without any (`_Prepared.old` None)."""
+    logprobs of a sample without any (`_Prepared.old` None). `entropy` is always there: the mean entropy of
+    the policy over the optimizer step's trained tokens (`active_tokens`), a term of the loss only with an
+    entropy coefficient (it comes from the same pass through the head as the logprobs)."""
     device = policy.device
     want_entropy = config.entropy_coef != 0.0
     lps, ents = policy.logprobs([p.sample.token_ids for p in micro], temperature=config.temperature,
-                                chunk_size=config.log_probs_chunk_size, with_entropy=want_entropy,
+                                chunk_size=config.log_probs_chunk_size, with_entropy=True,
                                 used=[p.sample.loss_mask for p in micro], groups=[p.sample.group for p in micro])
     logprobs_T = torch.cat(lps)
     current = [lp.detach() for lp in lps]
@@ -241,10 +244,11 @@ def _micro_loss(policy: Policy, micro: list[_Prepared], config: UpdateConfig, *,
                               num_tokens=num_tokens)
         loss = loss + config.kl_loss_coef * kl
         parts["kl"] = kl.detach()
-    if want_entropy and ents is not None:
-        entropy = masked_token_sum(torch.cat(ents), mask_T, num_tokens=num_tokens)
-        loss = loss - config.entropy_coef * entropy
-        parts["entropy"] = entropy.detach()
+    assert ents is not None
+    entropy_T = torch.cat(ents)
+    if want_entropy:
+        loss = loss - config.entropy_coef * masked_token_sum(entropy_T, mask_T, num_tokens=num_tokens)
+    parts["entropy"] = masked_token_sum(entropy_T.detach(), mask_T, num_tokens=active_tokens)
     parts["loss"] = loss
     return parts, current
 
