@@ -5,7 +5,8 @@
 One row per step: the episodes, pass rate and share of groups with mixed rewards of each tier that step
 (the groups GRPO learns from), the curriculum's share of each tier, and the update's own signs of how far it
 moved the policy: the fraction of trained tokens whose ratio the clip bound, the KL between the sampling and
-the training policy's log-probabilities, and the gradient norm. A tier with no episodes that step shows "-".
+the training policy's log-probabilities, the policy's mean entropy over the trained tokens (runs from before
+it was logged show "-") and the gradient norm. A tier with no episodes that step shows "-".
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def per_step(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  "reward": row.get("rollout/reward_mean"),
                                  "mixed": row.get("rollout/mixed_group_frac"),
                                  "clip_frac": row.get("train/clip_frac"), "kl": row.get("train/train_rollout_kl"),
-                                 "grad_norm": row.get("train/grad_norm"), "tiers": {}}
+                                 "entropy": row.get("train/entropy"), "grad_norm": row.get("train/grad_norm"),
+                                 "tiers": {}}
         for tier in tiers_of(rows):
             entry["tiers"][tier] = {"episodes": row.get(f"tier/{tier}/episodes"),
                                     "pass_rate": row.get(f"tier/{tier}/pass_rate"),
@@ -61,7 +63,7 @@ def markdown(steps: list[dict[str, Any]]) -> str:
     head = ["step", "reward", "mixed"]
     for tier in tiers:
         head += [f"{tier} share", f"{tier} episodes", f"{tier} pass", f"{tier} mixed"]
-    head += ["clip frac", "KL", "grad norm"]
+    head += ["clip frac", "KL", "entropy", "grad norm"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in steps:
         cells = [str(s["step"]), cell(s["reward"]), cell(s["mixed"])]
@@ -70,7 +72,8 @@ def markdown(steps: list[dict[str, Any]]) -> str:
             shown = t["episodes"] is not None and t["episodes"] > 0
             cells += [cell(t["share"]), cell(t["episodes"]) if shown else "0",
                       cell(t["pass_rate"]) if shown else "-", cell(t["mixed"]) if shown else "-"]
-        cells += [cell(s["clip_frac"], 4), f"{s['kl']:.1e}" if s["kl"] is not None else "-", cell(s["grad_norm"])]
+        cells += [cell(s["clip_frac"], 4), f"{s['kl']:.1e}" if s["kl"] is not None else "-", cell(s["entropy"], 3),
+                  cell(s["grad_norm"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ def _row(step: int, guided: tuple[float, float] | None, warmup: tuple[float, flo
     row: dict[str, object] = {"step": step, "kind": "train", "rollout/episodes": 8.0, "rollout/reward_mean": 0.5,
                               "rollout/mixed_group_frac": 0.5, "train/clip_frac": 0.001,
                               "train/train_rollout_kl": 3e-5, "train/grad_norm": 0.25,
+                              "train/entropy": 0.4567,
                               "curriculum/guided/share": 0.6 if guided else 0.0, "curriculum/warmup/share": 0.4}
     if guided:
         row |= {"tier/guided/episodes": 4.0, "tier/guided/pass_rate": guided[0],
@@ -42,7 +43,7 @@ def test_each_step_is_a_row_with_every_tier_in_its_columns(tmp_path: Path, capsy
     assert (first["step"], first["guided pass"], first["guided mixed"]) == ("1", "0.75", "0.50")
     assert first["warmup pass"] == "0.25"
     assert (second["guided episodes"], second["guided pass"], second["warmup pass"]) == ("0", "-", "0.50")
-    assert first["clip frac"] == "0.0010" and first["KL"] == "3.0e-05"
+    assert first["clip frac"] == "0.0010" and first["KL"] == "3.0e-05" and first["entropy"] == "0.457"
     saved = json.loads((tmp_path / "t.json").read_text())
     assert [s["step"] for s in saved["steps"]] == [1, 2]
     assert saved["steps"][1]["tiers"]["guided"]["episodes"] is None
