@@ -3,8 +3,8 @@ allows, in one process:
 
     .venv/bin/python bench/engine_bounds.py [--model smollm2-135m-instruct] [--threads 2] [--repeat 3]
 
-- steps: a batch-1 decode step (one row at 400 positions) on the general layers, a decode step of 16 rows
-  at 500-1,600 positions, and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13
+- steps: a batch-1 decode step (one row at 400 positions) on the general layers, decode steps of 16 and 32
+  rows at 500-1,600 positions, and a 1,024-token prefill step (three chunks with 0-900 positions of past, 13
   decode rows). Every call of the layer matmuls, the head, attention and RMSNorm is timed where it runs
   (perf_counter around the call; CPU kernels are synchronous), summed per step; "other" is the rest of the
   step (RoPE, K/V writes, adds, Python). The one-token path's step is timed whole for scale, and one RMSNorm of
@@ -14,6 +14,12 @@ allows, in one process:
   a plain sum over the same bytes, and decode attention alone over 16 rows x 1,600 positions of 30 layers'
   K/V (SDPA, matmul + softmax + matmul, our `native.decode_attention`, and a sum of those K/V), each as GB/s
   of the bytes read. The native entries are left out where the kernels cannot be built.
+
+- floors: for the 16- and 32-row decode steps and the prefill step, the least time the step could take here:
+  the bytes it must read (the weights once, each token's attended K/V) at the plain-sum bandwidth above, and
+  its FLOPs (layers, head for the sampled rows, attention) at the layer matrices' rate on 512 rows (the peak
+  measured in this run); the floor is the larger, and `ratio` the whole step (timed unwrapped, on the engine's
+  own path) over it.
 
 Prints one JSON object (milliseconds, GB/s, shares). Timings are the fastest of --repeat rounds; run it alone.
 """
@@ -119,12 +125,14 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
 
     rng = random.Random(0)
     ragged = [rng.randint(n(500), n(1600)) for _ in range(16)]
+    ragged32 = ragged + [rng.randint(n(500), n(1600)) for _ in range(16)]
+    whole: dict[str, float] = {}
+    attended = {"decode_16_ragged_rows": ragged, "decode_32_ragged_rows": ragged32}
+    for name, lengths in attended.items():
+        results[name], whole[name] = decode_rows(model, lengths, capacity=n(2048), repeat=repeat)
     cache = KVCache(model.kv_shape, rows=16, capacity=n(2048))
     for tensor in cache.keys + cache.values:
         tensor.normal_()
-    rows = [(r, length - 1, 5) for r, length in enumerate(ragged)]
-    results["decode_16_ragged_rows"] = in_place(model, lambda: model.forward(
-        sb.build_step(rows, prefills=[], sample_tokens=list(range(16)), device=model.device), cache), repeat)
 
     decode = [(r, n(900), 5) for r in range(3, 16)]
     chunks = [(0, n(600), [7] * n(400)), (1, n(900), [7] * n(300)), (2, 0, [7] * n(311))]
@@ -136,6 +144,10 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     entry["tokens"] = tokens
     entry["layer_matmul_gflop_s"] = round(flops / entry["layer_matmuls_ms"] / 1e6, 1)
     results["prefill_1024_tokens"] = entry
+    whole["prefill_1024_tokens"] = best_ms(lambda: model.forward(prefill, cache), max(1, repeat - 1))
+    # positions each token attends to: a decode row its whole length, a chunk's i-th token its past + i
+    attended["prefill_1024_tokens"] = [past + 1 for _, past, _ in decode] + [
+        past + i for _, past, new in chunks for i in range(1, len(new) + 1)]
 
     # the layer matrices as the engine multiplies them in fp32 steps: oneDNN's packed copies, its linear kernel
     packed = [(m, transformer.pack_weight(m)) for layer in model.layers
@@ -173,7 +185,55 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
         out = torch.empty_like(query)
         results["rates"]["decode_attention_16_rows_1600"]["native_gb_s"] = rate(
             lambda i: native.decode_attention(query, keys[i], values[i], meta, out))
+    keys.clear()
+    values.clear()
+
+    # the peak: the layer matrices multiplied by n(512) rows each, as the engine multiplies a prefill
+    wide = {width: torch.randn(n(512), width) for width in inputs}
+    peak_ms = best_ms(lambda: [linear(wide[m.shape[1]], p, None) for m, p in packed], repeat)
+    peak = 2 * n(512) * sum(m.numel() for m, _ in packed) / peak_ms / 1e6
+    results["rates"]["layer_matmuls_512_rows_gflop_s"] = three_figures(peak)
+    bandwidth = layer_bytes / summed / 1e6
+    results["floors"] = {name: floor(model, attended[name], sampled=sampled, step_ms=whole[name],
+                                     bandwidth_gb_s=bandwidth, peak_gflop_s=peak)
+                         for name, sampled in (("decode_16_ragged_rows", 16), ("decode_32_ragged_rows", 32),
+                                               ("prefill_1024_tokens", 13))}
     return results
+
+
+def decode_rows(model: Any, lengths: list[int], *, capacity: int, repeat: int) -> tuple[dict[str, float], float]:
+    """A decode step of one row per length (each at that many positions): its in-place breakdown, and the whole
+    step timed unwrapped on the engine's own path (milliseconds)."""
+    cache = KVCache(model.kv_shape, rows=len(lengths), capacity=capacity)
+    for tensor in cache.keys + cache.values:
+        tensor.normal_()
+    step = sb.build_step([(r, length - 1, 5) for r, length in enumerate(lengths)], prefills=[],
+                         sample_tokens=list(range(len(lengths))), device=model.device)
+    return in_place(model, lambda: model.forward(step, cache), repeat), best_ms(lambda: model.forward(step, cache),
+                                                                                repeat)
+
+
+def floor(model: Any, attended: list[int], *, sampled: int, step_ms: float, bandwidth_gb_s: float,
+          peak_gflop_s: float) -> dict[str, float]:
+    """The least time a step could take on this machine, from the rates measured in this run: every byte it must
+    read (the weights once, and each token's attended K/V) at the plain-sum bandwidth, and every FLOP it must do
+    (each token through the layers' matrices, the `sampled` rows through the head, attention's two products
+    over the attended positions) at the layers' 512-row matmul rate. The floor is the larger of the two (the
+    roofline: reading and computing can overlap, nothing can beat either); `ratio` is the whole step, timed
+    unwrapped on the engine's own path, over that floor."""
+    c = model.config
+    tokens = len(attended)
+    layer_params = sum(m.numel() for layer in model.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down))
+    head_params = model.lm_head.numel()
+    kv_bytes_per_position = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
+    read = 4 * (layer_params + head_params) + kv_bytes_per_position * sum(attended)
+    flops = (2 * tokens * layer_params + 2 * sampled * head_params
+             + 4 * c.num_layers * c.num_heads * c.head_dim * sum(attended))
+    bandwidth_ms, compute_ms = read / bandwidth_gb_s / 1e6, flops / peak_gflop_s / 1e6
+    least = max(bandwidth_ms, compute_ms)
+    return {"step_ms": three_figures(step_ms), "bytes_mb": round(read / 1e6, 1), "gflop": three_figures(flops / 1e9),
+            "bandwidth_ms": three_figures(bandwidth_ms), "compute_ms": three_figures(compute_ms),
+            "floor_ms": three_figures(least), "ratio": round(step_ms / least, 2)}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def _bench() -> Any:
     path = Path(__file__).resolve().parents[1] / "bench" / "engine.py"
@@ -117,7 +119,7 @@ def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> Non
     norm = transformer.rms_norm
     out = bounds.measure(TinyModel(max_positions=512).load(), 1, scale=0.1)
     assert transformer.rms_norm is norm
-    for step in ("decode_1_row_400", "decode_16_ragged_rows", "prefill_1024_tokens"):
+    for step in ("decode_1_row_400", "decode_16_ragged_rows", "decode_32_ragged_rows", "prefill_1024_tokens"):
         entry = out[step]
         assert entry["step_ms"] > 0 and entry["layer_matmuls_ms"] > 0 and entry["attention_ms"] > 0
         assert entry["head_ms"] > 0 and entry["rms_norm_ms"] > 0 and entry["other_ms"] >= 0
@@ -126,3 +128,12 @@ def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> Non
     rates = out["rates"]
     assert rates["sum_over_layer_weights_gb_s"] > 0 and rates["layer_matmuls_one_row_back_to_back_gb_s"] > 0
     assert all(v > 0 for v in rates["decode_attention_16_rows_1600"].values())
+    assert rates["layer_matmuls_512_rows_gflop_s"] > 0
+    floors = out["floors"]
+    assert set(floors) == {"decode_16_ragged_rows", "decode_32_ragged_rows", "prefill_1024_tokens"}
+    for entry in floors.values():
+        assert entry["floor_ms"] == max(entry["bandwidth_ms"], entry["compute_ms"]) > 0
+        assert entry["ratio"] == pytest.approx(entry["step_ms"] / entry["floor_ms"], rel=0.02)
+    # twice the rows: the same weights, more K/V and FLOPs
+    assert floors["decode_32_ragged_rows"]["bytes_mb"] > floors["decode_16_ragged_rows"]["bytes_mb"]
+    assert floors["decode_32_ragged_rows"]["gflop"] > floors["decode_16_ragged_rows"]["gflop"]
