@@ -27,6 +27,16 @@ def test_the_suite_is_generated_once_and_then_reused(tmp_path: Path, monkeypatch
     assert default.builtin_suite(console=console, tier="guided", per_repo=3) == folder
 
 
+def test_a_suite_of_some_repositories_holds_only_theirs_in_a_folder_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEDOJO_CACHE_DIR", str(tmp_path / "cache"))
+    console = Console(file=io.StringIO())
+    folder = default.builtin_suite(console=console, tier="guided", per_repo=3, repos=("unitconv", "moneybox"))
+    assert "-moneybox+unitconv-" in folder.name  # not the all-repositories suite's folder
+    tasks = [Task.load(p) for p in discover_tasks([folder])]
+    assert tasks and {t.config.metadata["repository"] for t in tasks} == {"moneybox", "unitconv"}
+
+
 def test_the_curriculum_main_job_trains_on_three_tiers_and_evaluates_on_warm_up(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from codedojo.config import CurriculumConfig

@@ -53,17 +53,18 @@ temperature (docs/training.md): 0.30 +- 0.07 on 40 held-out guided tasks, inside
 groups have mixed rewards; warm-up was 0 of 24."""
 
 
-def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30) -> Path:
+def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30, repos: tuple[str, ...] = ()) -> Path:
     """The bundled tasks of `tier`, generated on first use and cached. The factory draws `per_repo` bugs per
     repository and a third of them are warm-up tier (the curriculum tiers restate those): 30 gives 120
-    tasks (~5 min on 2 cores), 12 gives 48."""
+    tasks (~5 min on 2 cores), 12 gives 48. `repos` limits it to those bundled repositories (all by default)."""
     from codedojo.tasks.factory.pipeline import BUILTIN_REPOS
 
     digest = hashlib.sha256()
     factory = Path(__file__).parents[1] / "tasks" / "factory"
     for path in sorted(Path(BUILTIN_REPOS).rglob("*.py")) + sorted(factory.rglob("*.py")):
         digest.update(path.read_bytes())
-    folder = cache_dir() / "builtin" / f"{tier}-seed{SUITE_SEED}-per{per_repo}-{digest.hexdigest()[:12]}"
+    scope = "-" + "+".join(sorted(repos)) if repos else ""
+    folder = cache_dir() / "builtin" / f"{tier}-seed{SUITE_SEED}-per{per_repo}{scope}-{digest.hexdigest()[:12]}"
     if folder.is_dir() and (folder / ".complete").is_file():
         return folder
     tmp = folder.with_name(folder.name + ".tmp")
@@ -72,7 +73,7 @@ def builtin_suite(*, console: Console, tier: str = "warmup", per_repo: int = 30)
     from codedojo.cli import main as cli_main
 
     args = ["tasks", "builtin", "--out", str(tmp), "--tier", tier, "--seed", str(SUITE_SEED),
-            "--per-repo", str(per_repo)]
+            "--per-repo", str(per_repo), *(arg for repo in sorted(repos) for arg in ("--repo", repo))]
     if cli_main(args) != 0:
         raise RuntimeError(f"`codedojo {' '.join(args)}` failed (its output is above); {tmp} holds what it wrote")
     (tmp / ".complete").write_text("")
