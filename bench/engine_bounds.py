@@ -145,9 +145,13 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     entry["layer_matmul_gflop_s"] = round(flops / entry["layer_matmuls_ms"] / 1e6, 1)
     results["prefill_1024_tokens"] = entry
     whole["prefill_1024_tokens"] = best_ms(lambda: model.forward(prefill, cache), max(1, repeat - 1))
-    # positions each token attends to: a decode row its whole length, a chunk's i-th token its past + i
+    # positions each token attends to: a decode row its whole length, a chunk's i-th token its past + i; a row
+    # reads its K/V once however many of its tokens attend to it (a decode row its length, a chunk past + new)
     attended["prefill_1024_tokens"] = [past + 1 for _, past, _ in decode] + [
         past + i for _, past, new in chunks for i in range(1, len(new) + 1)]
+    read_rows = {name: lengths for name, lengths in attended.items()}
+    read_rows["prefill_1024_tokens"] = [past + 1 for _, past, _ in decode] + [past + len(new)
+                                                                              for _, past, new in chunks]
 
     # the layer matrices as the engine multiplies them in fp32 steps: oneDNN's packed copies, its linear kernel
     packed = [(m, transformer.pack_weight(m)) for layer in model.layers
@@ -194,7 +198,7 @@ def measure(loaded: Any, repeat: int, scale: float = 1.0) -> dict[str, Any]:
     peak = 2 * n(512) * sum(m.numel() for m, _ in packed) / peak_ms / 1e6
     results["rates"]["layer_matmuls_512_rows_gflop_s"] = three_figures(peak)
     bandwidth = layer_bytes / summed / 1e6
-    results["floors"] = {name: floor(model, attended[name], sampled=sampled, step_ms=whole[name],
+    results["floors"] = {name: floor(model, attended[name], read_rows[name], sampled=sampled, step_ms=whole[name],
                                      bandwidth_gb_s=bandwidth, peak_gflop_s=peak)
                          for name, sampled in (("decode_16_ragged_rows", 16), ("decode_32_ragged_rows", 32),
                                                ("prefill_1024_tokens", 13))}
@@ -213,12 +217,13 @@ def decode_rows(model: Any, lengths: list[int], *, capacity: int, repeat: int) -
                                                                                 repeat)
 
 
-def floor(model: Any, attended: list[int], *, sampled: int, step_ms: float, bandwidth_gb_s: float,
-          peak_gflop_s: float) -> dict[str, float]:
+def floor(model: Any, attended: list[int], read_rows: list[int], *, sampled: int, step_ms: float,
+          bandwidth_gb_s: float, peak_gflop_s: float) -> dict[str, float]:
     """The least time a step could take on this machine, from the rates measured in this run: every byte it must
-    read (the weights once, and each token's attended K/V) at the plain-sum bandwidth, and every FLOP it must do
-    (each token through the layers' matrices, the `sampled` rows through the head, attention's two products
-    over the attended positions) at the layers' 512-row matmul rate. The floor is the larger of the two (the
+    read (the weights once, and each row's K/V once: `read_rows` positions per row) at the plain-sum bandwidth,
+    and every FLOP it must do (each token through the layers' matrices, the `sampled` rows through the head,
+    attention's two products over the positions each token attends to, `attended`) at the layers' 512-row
+    matmul rate. The floor is the larger of the two (the
     roofline: reading and computing can overlap, nothing can beat either); `ratio` is the whole step, timed
     unwrapped on the engine's own path, over that floor."""
     c = model.config
@@ -226,7 +231,7 @@ def floor(model: Any, attended: list[int], *, sampled: int, step_ms: float, band
     layer_params = sum(m.numel() for layer in model.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down))
     head_params = model.lm_head.numel()
     kv_bytes_per_position = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
-    read = 4 * (layer_params + head_params) + kv_bytes_per_position * sum(attended)
+    read = 4 * (layer_params + head_params) + kv_bytes_per_position * sum(read_rows)
     flops = (2 * tokens * layer_params + 2 * sampled * head_params
              + 4 * c.num_layers * c.num_heads * c.head_dim * sum(attended))
     bandwidth_ms, compute_ms = read / bandwidth_gb_s / 1e6, flops / peak_gflop_s / 1e6

@@ -137,3 +137,12 @@ def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> Non
     # twice the rows: the same weights, more K/V and FLOPs
     assert floors["decode_32_ragged_rows"]["bytes_mb"] > floors["decode_16_ragged_rows"]["bytes_mb"]
     assert floors["decode_32_ragged_rows"]["gflop"] > floors["decode_16_ragged_rows"]["gflop"]
+    # a prefill reads each row's K/V once, not once per token: at a tenth of the lengths, 13 decode rows of 91
+    # positions and chunks of 60 + 40, 90 + 30 and 0 + 31, besides the weights
+    model = TinyModel(max_positions=512).load().engine_model()
+    c = model.config
+    per_position = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
+    weights = 4 * (model.lm_head.numel() + sum(m.numel() for layer in model.layers
+                                               for m in (layer.qkv, layer.o, layer.gate_up, layer.down)))
+    expected = (weights + per_position * (13 * 91 + 100 + 120 + 31)) / 1e6
+    assert floors["prefill_1024_tokens"]["bytes_mb"] == pytest.approx(expected, abs=0.06)
