@@ -3,10 +3,11 @@
     .venv/bin/python bench/grpo_table.py docs/results/learning4/grpo_cur-metrics.jsonl [--json out.json]
 
 One row per step: the episodes, pass rate and share of groups with mixed rewards of each tier that step
-(the groups GRPO learns from), the curriculum's share of each tier, and the update's own signs of how far it
-moved the policy: the fraction of trained tokens whose ratio the clip bound, the KL between the sampling and
-the training policy's log-probabilities, the policy's mean entropy over the trained tokens (runs from before
-it was logged show "-") and the gradient norm. A tier with no episodes that step shows "-".
+(the groups GRPO learns from), the curriculum's share of each tier, and the update's figures: the fraction of
+trained tokens whose ratio the clip bound (how far the optimizer steps after the first moved the policy), the
+mismatch KL (the engine's log-probabilities of the sampled tokens against the trainer's for the same weights:
+precision, not learning), the policy's mean entropy over the trained tokens (runs from before it was logged
+show "-") and the gradient norm. A tier with no episodes that step shows "-".
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def markdown(steps: list[dict[str, Any]]) -> str:
     head = ["step", "reward", "mixed"]
     for tier in tiers:
         head += [f"{tier} share", f"{tier} episodes", f"{tier} pass", f"{tier} mixed"]
-    head += ["clip frac", "KL", "entropy", "grad norm"]
+    head += ["clip frac", "mismatch KL", "entropy", "grad norm"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in steps:
         cells = [str(s["step"]), cell(s["reward"]), cell(s["mixed"])]

@@ -43,7 +43,7 @@ def test_each_step_is_a_row_with_every_tier_in_its_columns(tmp_path: Path, capsy
     assert (first["step"], first["guided pass"], first["guided mixed"]) == ("1", "0.75", "0.50")
     assert first["warmup pass"] == "0.25"
     assert (second["guided episodes"], second["guided pass"], second["warmup pass"]) == ("0", "-", "0.50")
-    assert first["clip frac"] == "0.0010" and first["KL"] == "3.0e-05" and first["entropy"] == "0.457"
+    assert first["clip frac"] == "0.0010" and first["mismatch KL"] == "3.0e-05" and first["entropy"] == "0.457"
     saved = json.loads((tmp_path / "t.json").read_text())
     assert [s["step"] for s in saved["steps"]] == [1, 2]
     assert saved["steps"][1]["tiers"]["guided"]["episodes"] is None
