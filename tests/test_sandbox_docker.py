@@ -308,3 +308,45 @@ def test_a_missing_image_that_cannot_be_pulled_is_a_start_error(engine: object, 
     task = make_task(environment=EnvironmentConfig(docker_image="localhost:1/codedojo/absent:1"))
     with pytest.raises(SandboxStartError, match="localhost:1/codedojo/absent:1"):
         run(start_sandbox(task, backend="docker"))
+
+
+class _LosingAPI:
+    """A Docker API whose exec streams come back empty: the transport lost the command's output."""
+
+    def __init__(self, exit_code: int | None, stderr: bytes = b"") -> None:
+        self.exit_code, self.stderr, self.execs = exit_code, stderr, 0
+
+    def exec_create(self, container: str, cmd: list[str], **kwargs: object) -> dict[str, str]:
+        self.execs += 1
+        return {"Id": f"exec-{self.execs}"}
+
+    def exec_start(self, exec_id: str, stream: bool = False, demux: bool = False) -> object:
+        return iter([(None, self.stderr)] if self.stderr else []) if stream else b""
+
+    def exec_inspect(self, exec_id: str) -> dict[str, object]:
+        return {"ExitCode": self.exit_code}
+
+
+class _LosingClient:
+    def __init__(self, api: _LosingAPI) -> None:
+        self.api = api
+
+
+@pytest.mark.parametrize("exit_code", [0, 1, None])
+def test_an_empty_stream_without_the_runners_end_marker_is_lost_output_not_a_silent_command(
+        exit_code: int | None) -> None:
+    api = _LosingAPI(exit_code)
+    sandbox = DockerSandbox(client=_LosingClient(api), container_id="c", name="lost", workdir="/app",  # type: ignore[arg-type]
+                            limits=SandboxLimits())
+    with pytest.raises(docker_sandbox.SandboxError, match="lost the output of a command"):
+        run(sandbox.exec("echo out"))
+    assert api.execs == 2  # the command, then the sweep that makes sure nothing of it survives
+
+
+def test_a_runner_that_stopped_early_says_why_and_is_returned_as_is() -> None:
+    # `cd -- "$2" || exit 1`: no end marker, exit 1, and the reason on stderr
+    api = _LosingAPI(1, stderr=b"codedojo-exec: cd: /nowhere: No such file or directory\n")
+    sandbox = DockerSandbox(client=_LosingClient(api), container_id="c", name="early", workdir="/app",  # type: ignore[arg-type]
+                            limits=SandboxLimits())
+    result = run(sandbox.exec("true", cwd="/nowhere"))
+    assert result.return_code == 1 and "/nowhere" in result.stderr and not result.timed_out

@@ -218,6 +218,14 @@ class DockerSandbox:
         if not finished:
             await self._sweep()
         timed_out = trailer is None and duration >= timeout
+        if trailer is None and not timed_out and (exit_code is None or exit_code < 128) \
+                and not out.text() and not err.capture.text():
+            # The runner writes its end marker whenever it exits by itself, and when it stops early (a bad
+            # working directory) the reason is on stderr; an empty stream without the marker, neither killed
+            # nor timed out, is output the transport lost (seen once under load): an infrastructure failure,
+            # never a command that printed nothing.
+            raise SandboxError(f"sandbox {self.sandbox_id}: lost the output of a command (the stream ended empty, "
+                               f"without the runner's end marker; exit code {exit_code})")
         oom = trailer is not None and trailer.group(3) != trailer.group(4)
         return ExecResult(stdout=out.text(), stderr=err.capture.text(),
                           return_code=-9 if timed_out else int(exit_code if exit_code is not None else -1),
