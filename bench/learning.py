@@ -80,6 +80,11 @@ EVALS = (("cur_grpo", "warmup"), ("guided_grpo", "warmup"), ("cur_rs", "hinted")
          ("cur_grpo", "guided"), ("cur_sft", "warmup"), ("cur_sft", "hinted"), ("cur_rs", "warmup"),
          ("guided_grpo", "hinted"), ("guided_grpo", "guided"))
 """Every (arm, held-out tier) evaluation, in the order they run: the hypotheses' figures first."""
+DIFFERENCES = (("guided_grpo/warmup", "cur_grpo/warmup"), ("cur_sft/warmup", "cur_grpo/warmup"),
+               ("cur_rs/warmup", "cur_grpo/warmup"), ("cur_rs/hinted", "cur_grpo/hinted"),
+               ("cur_sft/hinted", "cur_grpo/hinted"), ("cur_sft/hinted", "cur_rs/hinted"),
+               ("guided_grpo/hinted", "cur_grpo/hinted"), ("guided_grpo/guided", "cur_grpo/guided"))
+"""The paired differences the summary reports, (before, after): after - before over the tasks both scored."""
 
 
 class PlanMismatch(SystemExit):
@@ -505,13 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         "held_out_tasks": {tier: len(tasks) for tier, tasks in held_out.items()},
         "training_tasks": {tier: len(tasks) for tier, tasks in train.items()},
         "results": {key: figures(r) for key, r in results.items()},
-        "differences": {
-            f"{b}-vs-{a}": difference(results[a], results[b])
-            for a, b in (("guided_grpo/warmup", "cur_grpo/warmup"), ("cur_sft/warmup", "cur_grpo/warmup"),
-                         ("cur_rs/warmup", "cur_grpo/warmup"), ("cur_rs/hinted", "cur_grpo/hinted"),
-                         ("cur_sft/hinted", "cur_grpo/hinted"), ("cur_sft/hinted", "cur_rs/hinted"),
-                         ("guided_grpo/hinted", "cur_grpo/hinted"), ("guided_grpo/guided", "cur_grpo/guided"))
-            if a in results and b in results},
+        "differences": {f"{b}-vs-{a}": difference(results[a], results[b])
+                        for a, b in DIFFERENCES if a in results and b in results},
         "hypotheses": verdicts(results),
         "rs_sampling": rs_sampled,
         "grpo_curves": {name: training_curve(work / name) for name in ("grpo_cur", "grpo_guided")},

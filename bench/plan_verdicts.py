@@ -19,12 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PAIRS = (("guided_grpo/warmup", "cur_grpo/warmup"), ("cur_sft/warmup", "cur_grpo/warmup"),
-         ("cur_rs/warmup", "cur_grpo/warmup"), ("cur_rs/hinted", "cur_grpo/hinted"),
-         ("cur_sft/hinted", "cur_grpo/hinted"), ("cur_sft/hinted", "cur_rs/hinted"),
-         ("guided_grpo/hinted", "cur_grpo/hinted"), ("guided_grpo/guided", "cur_grpo/guided"))
-"""The differences bench/learning.py's summary reports (before, after)."""
-
 
 def plan_module() -> Any:
     spec = importlib.util.spec_from_file_location("bench_learning_verdicts", Path(__file__).parent / "learning.py")
@@ -44,7 +38,7 @@ def verdicts_of(folder: Path) -> dict[str, Any]:
     hypotheses = plan.verdicts(results)
     return {"folder": str(folder), "results": {key: plan.figures(r) for key, r in results.items()},
             "differences": {f"{after}-vs-{before}": plan.difference(results[before], results[after])
-                            for before, after in PAIRS if before in results and after in results},
+                            for before, after in plan.DIFFERENCES if before in results and after in results},
             "hypotheses": hypotheses, "pending": sorted(set(plan.HYPOTHESES) - set(hypotheses))}
 
 
