@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/engine_steps.py [--model smollm2-135m-instruct] [--repeat 5] [--threads N]
         [--only packed_weights,small_step,decode_runs,one_token_path,causal_prefill,native_attention,native_rows,
-                sampler,bf16_one_row]
+                few_rows,sampler,bf16_one_row]
 
 - packed weights: linear layers on oneDNN-packed matrices (`EngineOptions.packed_weights`) vs the plain
   HF-layout ones, for a decode step of 8 rows at 1,000 positions, 16 ragged rows (500-1,600 positions)
@@ -21,6 +21,11 @@
 - native rows: a batch-1 decode step with its matrices multiplied by our one-row kernels
   (`native.linear_row`, `swiglu_row`; `EngineOptions.native_rows`) vs oneDNN on the packed copies
   (or F.linear on the plain ones where the engine picks those), both on the one-token path, fp32 and bf16;
+- few rows: decode steps of 8 rows at 1,000 positions, 16 and 32 ragged rows (500-1,600 positions) with their
+  matrices multiplied by our few-row kernels (`native.linear_rows`, `swiglu_rows`;
+  `EngineOptions.native_rows_max_tokens`) vs oneDNN on the packed copies, whole steps; and the matmuls alone
+  at 4-48 rows: the layers' 120 matrices back to back, and the head, ours vs oneDNN's packed copy (the packed
+  weights entries above run with the few-row kernels off, on both sides);
 - bf16 one row: a bf16 engine's batch-1 decode step with oneDNN off for its matmuls (torch's own
   matrix-vector kernel: `EngineOptions.reduced_gemv_tokens`) vs on, with the fp32 engine's step for scale;
   and the same step with its vocabulary head on an fp16 copy (`EngineOptions.half_head`) vs the fp32 head;
@@ -40,22 +45,37 @@ and the ratio (baseline / ours, > 1 means faster).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import platform
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
 import torch
 
-from codedojo.inference import EngineOptions, resolve_model, transformer
+from codedojo.inference import EngineOptions, native, resolve_model, transformer
 from codedojo.inference import step_batch as sb
 from codedojo.inference.kv_cache import KVCache
 from codedojo.inference.sampler import inverse_cdf
-from codedojo.precision import native_bf16
+from codedojo.precision import capability, native_bf16
 
 DEFAULTS = EngineOptions()
+
+
+def cpu_name() -> str:
+    """The CPU's model name and whether it has AVX-512 (every figure says which CPU it came from)."""
+    name, flags = platform.processor() or platform.machine(), ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = line
+    return f"{name}, {'AVX-512' if ' avx512f' in flags else 'AVX2' if ' avx2' in flags else 'no AVX2'}"
 
 
 def fastest_ms(fn: Callable[[], object], calls: int) -> float:
@@ -113,16 +133,20 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "decode_16_ragged_rows": (decode_step(ragged), 4),
         "prefill_1024_tokens": (prefill_step, 1),
     }
-    results: dict[str, Any] = {"model": loaded.name, "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
+    results: dict[str, Any] = {"model": loaded.name, "cpu": cpu_name(), **capability("cpu"),
+                               "torch_threads": torch.get_num_threads(), "repeat": args.repeat,
                                "packed_weights/extra_rss_mib": packed_copy_mib}
 
     def wanted(group: str) -> bool:
         return not args.only or group in args.only.split(",")
 
+    oneDNN_steps = DEFAULTS.updated(native_rows_max_tokens=0)  # steps of a few rows take oneDNN, not ours
     for name, (fn, calls) in shapes.items():
         if name == "decode_1_row_400" or not wanted("packed_weights"):
             continue  # one-token steps take the plain matrices whatever the layout: see small_step below
-        results[f"packed_weights/{name}"] = switch_ab(model, "packed_weights", fn, calls, args.repeat)
+        results[f"packed_weights/{name}"] = ab({
+            "ours": with_options(model, oneDNN_steps, fn, calls),
+            "baseline": with_options(model, oneDNN_steps.updated(packed_weights=False), fn, calls)}, args.repeat)
 
     def small_step_side(plain: bool) -> Callable[[], float]:
         # torch's kernels only: the native one-row kernels would take both sides' matmuls
@@ -148,6 +172,20 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         bf16 = loaded.engine_model(dtype=torch.bfloat16)
         results["native_rows/bf16_decode_1_row_400"] = switch_ab(bf16, "native_rows", one_row(bf16), 10, args.repeat)
         del bf16
+    if wanted("few_rows") and model.native_rows_max_tokens:
+        wide = KVCache(model.kv_shape, rows=32, capacity=2048)
+        for tensor in wide.keys + wide.values:
+            tensor.normal_()
+        ragged32 = ragged + [rng.randint(500, 1600) for _ in range(16)]
+        rows32 = [(row, length - 1, 5) for row, length in enumerate(ragged32)]
+        step32 = sb.build_step(rows32, prefills=[], sample_tokens=list(range(32)), device=model.device)
+        few_shapes = {**{k: shapes[k] for k in ("decode_8_rows_1000", "decode_16_ragged_rows")},
+                      "decode_32_ragged_rows": (lambda: model.forward(step32, wide), 2)}
+        for name, (fn, calls) in few_shapes.items():
+            results[f"few_rows/{name}"] = ab({"ours": with_options(model, DEFAULTS, fn, calls),
+                                              "baseline": with_options(model, oneDNN_steps, fn, calls)}, args.repeat)
+        del wide
+        results.update(few_rows_matmuls(model, args.repeat))
     sdpa = DEFAULTS.updated(native_attention=False)  # runs are how SDPA's calls are cut; the kernel has none
     if wanted("decode_runs"):
         results["decode_runs/decode_16_ragged_rows"] = ab({
@@ -193,6 +231,34 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         results["one_token_path/bf16_decode_1_row_400"] = one_token_ab(
             loaded.engine_model(dtype=torch.bfloat16), args.repeat)
     return results
+
+
+def few_rows_matmuls(model: Any, repeat: int, counts: tuple[int, ...] = (4, 8, 16, 24, 32, 48)) -> dict[str, Any]:
+    """The matmuls of a step of m rows alone, for each m in `counts`: every layer matrix of `model` multiplied back
+    to back, and the head, by `native.linear_rows` on the HF-layout matrices (ours) vs oneDNN's linear on the
+    packed copies (baseline), in fp32."""
+    matrices = [m for layer in model.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    packed = [transformer.pack_weight(m) for m in matrices]
+    head = transformer.pack_weight(model.lm_head)
+    linear = transformer.pick_linear(model.device, torch.float32)
+    out: dict[str, Any] = {}
+    for m in counts:
+        rows = {width: torch.randn(m, width) for width in {w.shape[1] for w in matrices}}
+
+        def layers_side(ours: bool, rows: dict[int, torch.Tensor] = rows) -> Callable[[], float]:
+            if ours:
+                return lambda: fastest_ms(lambda: [native.linear_rows(rows[w.shape[1]], w, checked=False)
+                                                   for w in matrices], 2)
+            pairs = list(zip(matrices, packed, strict=True))
+            return lambda: fastest_ms(lambda: [linear(rows[w.shape[1]], p, None) for w, p in pairs], 2)
+
+        x = rows[model.config.hidden_size]
+        out[f"few_rows/layer_matmuls_{m}_rows"] = ab({"ours": layers_side(True), "baseline": layers_side(False)},
+                                                     repeat)
+        out[f"few_rows/head_{m}_rows"] = ab({
+            "ours": lambda x=x: fastest_ms(lambda: native.linear_rows(x, model.lm_head, checked=False), 3),
+            "baseline": lambda x=x: fastest_ms(lambda: linear(x, head, None), 3)}, repeat)
+    return out
 
 
 def one_row(model: Any) -> Callable[[], object]:

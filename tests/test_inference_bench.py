@@ -76,6 +76,26 @@ def test_engine_steps_times_the_bf16_one_row_step_and_its_fp16_head_on_a_tiny_mo
         assert out[key]["ours_ms"] > 0 and out[key]["baseline_ms"] > 0 and out[key]["ratio"] > 0
 
 
+def test_engine_steps_times_the_few_row_kernels_against_onednn_on_a_tiny_model() -> None:
+    """bench/engine_steps.py's few-row matmul entries run on a tiny model at every row count, each side timed, and
+    its CPU line names the CPU and its vector width."""
+    import importlib.util as util
+
+    from codedojo.inference.specs import TinyModel
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "engine_steps.py"
+    spec = util.spec_from_file_location("bench_engine_steps_rows", path)
+    assert spec is not None and spec.loader is not None
+    steps = util.module_from_spec(spec)
+    spec.loader.exec_module(steps)
+    out = steps.few_rows_matmuls(TinyModel(max_positions=64).load().engine_model(), 1, counts=(4, 16))
+    assert sorted(out) == ["few_rows/head_16_rows", "few_rows/head_4_rows", "few_rows/layer_matmuls_16_rows",
+                           "few_rows/layer_matmuls_4_rows"]
+    for entry in out.values():  # a tiny model's matmuls can round to 0.0 ms; the ratio is of the exact times
+        assert entry["ours_ms"] >= 0 and entry["baseline_ms"] >= 0 and entry["ratio"] > 0
+    assert steps.cpu_name().rsplit(", ", 1)[1] in ("AVX-512", "AVX2", "no AVX2")
+
+
 def test_engine_threads_times_the_step_on_each_thread_and_restores_the_thread_count() -> None:
     """bench/engine_threads.py runs on a tiny model: every side timed, torch's thread count put back."""
     import importlib.util as util

@@ -307,3 +307,88 @@ def test_one_token_steps_on_the_one_row_kernels_match_the_engines_linear(archite
     finally:
         model.options = EngineOptions()
     assert_same_steps(ours, ours_cache, theirs, theirs_cache)
+
+
+# (rows, out, in): a batched decode step's rows against SmolLM2's matrices and odd sizes: rows not a multiple
+# of the kernel's pairs, outputs not a multiple of its tiles of 6, widths not a multiple of 8 (plain loops).
+FEW_ROW_SHAPES = [(16, 960, 576), (32, 576, 1536), (3, 1001, 576), (2, 13, 5), (1, 7, 36), (17, 64, 24)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("m", "n_out", "n_in"), FEW_ROW_SHAPES)
+def test_linear_rows_matches_f_linear_with_bias_and_residual(m: int, n_out: int, n_in: int, threads: int) -> None:
+    g = torch.Generator().manual_seed(m * 1000 + n_out + n_in)
+    x, weight = torch.randn(m, n_in, generator=g), torch.randn(n_out, n_in, generator=g) / n_in ** 0.5
+    bias, residual = torch.randn(n_out, generator=g), torch.randn(m, n_out, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        plain = native.linear_rows(x, weight)
+        full = native.linear_rows(x, weight, bias, residual)
+        in_place = residual.clone()
+        returned = native.linear_rows(x, weight, bias, in_place, out=in_place)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(plain, F.linear(x, weight), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(full, residual + F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+    assert returned is in_place
+    torch.testing.assert_close(in_place, full, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("m", "inter", "n_in"), [(16, 1536, 576), (5, 301, 64), (2, 5, 12), (1, 4, 8)])
+def test_swiglu_rows_matches_silu_gate_times_up(m: int, inter: int, n_in: int, threads: int) -> None:
+    g = torch.Generator().manual_seed(m + inter)
+    x, gate_up = torch.randn(m, n_in, generator=g), torch.randn(2 * inter, n_in, generator=g) / n_in ** 0.5
+    bias = torch.randn(2 * inter, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ours, ours_bias = native.swiglu_rows(x, gate_up), native.swiglu_rows(x, gate_up, bias)
+    finally:
+        torch.set_num_threads(before)
+    for mine, b in ((ours, None), (ours_bias, bias)):
+        gate, up = F.linear(x, gate_up, b).chunk(2, dim=-1)
+        torch.testing.assert_close(mine, F.silu(gate) * up, atol=1e-5, rtol=1e-5)
+
+
+def test_few_row_kernels_refuse_layouts_they_would_misread() -> None:
+    weight = torch.zeros(8, 16)
+    with pytest.raises(ValueError, match="x must be a contiguous fp32 CPU tensor of 48"):
+        native.linear_rows(torch.zeros(3, 15), weight)
+    with pytest.raises(ValueError, match="weight must be a contiguous fp32 CPU tensor"):
+        native.linear_rows(torch.zeros(3, 16), weight.bfloat16())
+    with pytest.raises(ValueError, match="residual must be"):
+        native.linear_rows(torch.zeros(3, 16), weight, residual=torch.zeros(3, 7))
+    with pytest.raises(ValueError, match="out must be"):
+        native.linear_rows(torch.zeros(3, 16), weight, out=torch.zeros(8, 3).t())
+    with pytest.raises(ValueError, match="even number of rows"):
+        native.swiglu_rows(torch.zeros(2, 16), torch.zeros(7, 16))
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_batched_decode_steps_on_the_few_row_kernels_match_onednn(architecture: str) -> None:
+    """Decode steps of 16 rows at different lengths through linear_rows / swiglu_rows (the head's sampled rows
+    too) give the logits and K/V of the same steps on oneDNN's packed copies, and build no packed copy."""
+    loaded = TinyModel(architecture=architecture, num_layers=3, max_positions=512).load()
+    model = loaded.engine_model()
+    g = torch.Generator().manual_seed(11)
+    lengths = [int(t) for t in torch.randint(20, 60, (16,), generator=g)]
+
+    def run(max_tokens: int) -> tuple[list[torch.Tensor], KVCache]:
+        model.options = EngineOptions(native_rows_max_tokens=max_tokens)
+        cache = KVCache(model.kv_shape, rows=16, capacity=64)
+        for tensor in cache.keys + cache.values:
+            tensor.copy_(torch.randn(tensor.shape, generator=torch.Generator().manual_seed(3)))
+        steps = [build_step([(row, length - 1 + turn, 7 + row + turn) for row, length in enumerate(lengths)],
+                            prefills=[], sample_tokens=list(range(16)), device="cpu") for turn in range(3)]
+        return [model.forward(step, cache) for step in steps], cache
+
+    try:
+        ours, ours_cache = run(64)
+        assert model._packed is None  # nothing but few-row steps ran: no oneDNN copy was made
+        theirs, theirs_cache = run(0)
+        assert model._packed is not None
+    finally:
+        model.options = EngineOptions()
+    assert_same_steps(ours, ours_cache, theirs, theirs_cache)

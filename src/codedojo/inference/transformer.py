@@ -157,6 +157,11 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 # blocked layout pays (a 1,024-token prefill step gains nothing either way: docs/results/engine-steps.json).
 PACK_FOR_ROWS = 16
 
+# The few-row kernels (`EngineOptions.native_rows_max_tokens`) multiply the head only for up to this many sampled
+# rows: the head is one wide matrix (49,152 x 576 on SmolLM2), and past 16 rows oneDNN's packed copy was faster
+# on it while ours still won on the layers' matrices (bench/engine_rows.py on AVX2, 2 threads).
+ROWS_HEAD_MAX = 16
+
 # On a CPU that emulates bf16 (no AVX-512 BF16 or AMX: `codedojo.precision.native_bf16`), a bf16 engine
 # multiplies in bf16 only in steps of at most this many tokens, where reading half the bytes wins; wider
 # steps (prefill, bigger decode batches) multiply fp32 copies of the same bf16-rounded matrices on oneDNN
@@ -197,6 +202,16 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     residual and as the trainer's bf16 path does. torch's fused kernel does the same math in one pass
     (bit-identical here, and faster at decode sizes)."""
     return F.rms_norm(x.float(), weight.shape, weight, eps)
+
+
+def _rows_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                 residual: torch.Tensor | None = None) -> torch.Tensor:
+    """`native.linear_rows` on the engine's own tensors; with residual, the result is added into it in place."""
+    return native.linear_rows(x.contiguous(), weight, bias, residual, out=residual, checked=False)
+
+
+def _rows_swiglu(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return native.swiglu_rows(x.contiguous(), gate_up, bias, checked=False)
 
 
 def _row_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -331,6 +346,9 @@ class Transformer:
         self.native_rows = options.native_rows and cpu and self.dtype in (torch.float32, torch.bfloat16)
         """Whether one-token steps multiply through `native.linear_row` and `swiglu_row` (fp32 or bf16 matrices,
         fp32 rows and sums; turned off at the first step where the library cannot load)."""
+        self.native_rows_max_tokens = options.native_rows_max_tokens if cpu and self.dtype == torch.float32 else 0
+        """Steps of up to this many tokens multiply through `native.linear_rows` and `swiglu_rows` (0: none; set to
+        0 at the first step where the library cannot load)."""
 
     @contextlib.contextmanager
     def wrapped_calls(self, wrap: Callable[[str, Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]
@@ -343,14 +361,21 @@ class Transformer:
         global rms_norm
         saved = self._linear, self._head_linear, rms_norm
         self._linear, self._head_linear = wrap("layer_matmuls", saved[0]), wrap("head", saved[1])
+        self._rows_linear = wrap("layer_matmuls", _rows_linear)  # type: ignore[method-assign]
+        self._rows_swiglu = wrap("layer_matmuls", _rows_swiglu)  # type: ignore[method-assign]
+        self._rows_head = wrap("head", _rows_linear)  # type: ignore[method-assign]
         self._attention = wrap("attention", self._attention)  # type: ignore[method-assign]
         rms_norm = wrap("rms_norm", saved[2])
         try:
             yield
         finally:
             self._linear, self._head_linear = saved[0], saved[1]
-            del self._attention  # the method again
+            del self._attention, self._rows_linear, self._rows_swiglu, self._rows_head  # the plain calls again
             rms_norm = saved[2]
+
+    _rows_linear = staticmethod(_rows_linear)
+    _rows_swiglu = staticmethod(_rows_swiglu)
+    _rows_head = staticmethod(_rows_linear)
 
     def _pack(self) -> None:
         wide = self._wide_dtype
@@ -443,25 +468,38 @@ class Transformer:
         """Logits [num_samples, vocab] (fp32) at step.sample_tokens; writes every token's K/V to cache."""
         c = self.config
         n = step.token_ids.shape[0]
-        if (self.native_attention or self.native_rows) and step.num_decode and not native.available():
-            self.native_attention = self.native_rows = False  # no compiler or library here (said once on stderr)
+        if ((self.native_attention or self.native_rows or self.native_rows_max_tokens)
+                and (step.num_decode or n <= self.native_rows_max_tokens) and not native.available()):
+            # no compiler or library here (said once on stderr)
+            self.native_attention = self.native_rows = False
+            self.native_rows_max_tokens = 0
         x = self.embed[step.token_ids]  # [n, hidden] fp32: the residual stream
         opts = self._options
         one_thread_small = n <= opts.small_step_tokens and torch.get_num_threads() <= opts.small_step_max_threads
-        if not one_thread_small and self._packed is None:
-            self._pack()
+        one_token = (opts.one_token_path and n == 1 and not step.prefills and self.device.type == "cpu"
+                     and step.sample_tokens.numel() == 1)
+        few_rows = not (one_thread_small or one_token) and n <= self.native_rows_max_tokens
         matrices: Sequence[_Layer | _PackedLayer]  # the layers' own matrices or the packed copies, named alike
-        linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+        linear: Callable[..., torch.Tensor]
         head_linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
         gemv = n <= opts.reduced_gemv_tokens and self.dtype != torch.float32 and self.device.type == "cpu"
         if one_thread_small or gemv or (self.wide_steps_fp32 and n <= EMULATED_BF16_MAX_TOKENS):
             matrices, linear, mm_dtype = self.layers, F.linear, self.dtype  # the plain matrices (EngineOptions)
+        elif few_rows:  # the plain fp32 matrices through our few-row kernels
+            matrices, linear, mm_dtype = self.layers, self._rows_linear, torch.float32
         else:
+            if self._packed is None:
+                self._pack()
             assert self._packed is not None
             matrices, linear, mm_dtype = self._packed, self._linear, self._wide_dtype
-        head, head_linear = (self.lm_head, F.linear) if one_thread_small else (self._packed_head, self._head_linear)
-        one_token = (opts.one_token_path and n == 1 and not step.prefills and self.device.type == "cpu"
-                     and step.sample_tokens.numel() == 1)
+        if one_thread_small:
+            head, head_linear = self.lm_head, F.linear
+        elif few_rows and step.sample_tokens.numel() <= ROWS_HEAD_MAX:
+            head, head_linear = self.lm_head, self._rows_head
+        else:
+            if self._packed is None:
+                self._pack()
+            head, head_linear = self._packed_head, self._head_linear
         with onednn_off() if gemv else contextlib.nullcontext():
             if one_token:
                 x = self._one_token_layers(x, step, cache, matrices, linear, mm_dtype)
@@ -471,7 +509,8 @@ class Transformer:
             else:
                 cos = self.cos[step.positions][:, None, :]  # [n, 1, head_dim]
                 sin = self.signed_sin[step.positions][:, None, :]
-                x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin)
+                x = self._layers(x, step, cache, matrices, linear, mm_dtype, cos, sin,
+                                 swiglu=self._rows_swiglu if few_rows else None)
                 h = rms_norm(x if step.samples_every_token else x[step.sample_tokens], self.norm, c.rms_norm_eps)
             if gemv and opts.half_head:
                 logits = self._half_logits(h)
@@ -492,9 +531,11 @@ class Transformer:
         return logits if bool(torch.isfinite(logits).all()) else None
 
     def _layers(self, x: torch.Tensor, step: StepBatch, cache: KVCache, matrices: Sequence[Any],
-                linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
-                mm_dtype: torch.dtype, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Every layer over the step's tokens; x is the fp32 residual stream, updated in place."""
+                linear: Callable[..., torch.Tensor], mm_dtype: torch.dtype, cos: torch.Tensor, sin: torch.Tensor,
+                *, swiglu: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
+        """Every layer over the step's tokens; x is the fp32 residual stream, updated in place.
+        swiglu: the few-row kernels' SwiGLU (`_rows_swiglu`), with `linear` then `_rows_linear`, whose fourth
+        argument is the residual it adds into in place; None: plain linears, the adds and SwiGLU in torch."""
         c = self.config
         n = x.shape[0]
         q_size, kv_size = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
@@ -513,6 +554,11 @@ class Transformer:
                 qk = _rotate(qkv[:, : q_size + kv_size].view(n, c.num_heads + c.num_kv_heads, c.head_dim), cos, sin)
                 q, k = qk[:, : c.num_heads], qk[:, c.num_heads :]
             attn = self._attention(q, k, v, step, cache.keys[index], cache.values[index])
+            if swiglu is not None:  # the adds into x happen inside the kernels
+                linear(attn.reshape(n, q_size), packed.o, packed.o_bias, x)
+                h = rms_norm(x, layer.post_norm, c.rms_norm_eps)
+                linear(swiglu(h, packed.gate_up, packed.gate_up_bias), packed.down, packed.down_bias, x)
+                continue
             x.add_(linear(attn.reshape(n, q_size).to(mm_dtype), packed.o, packed.o_bias))
             h = rms_norm(x, layer.post_norm, c.rms_norm_eps).to(mm_dtype)
             gate, up = linear(h, packed.gate_up, packed.gate_up_bias).chunk(2, dim=-1)

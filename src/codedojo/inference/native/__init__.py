@@ -7,6 +7,9 @@ Two kinds of CPU kernel live in cpu_kernels.c, both summing in fp32:
   share a key head computed together, in one call per layer for the whole step. torch's SDPA on the same
   work reads each row up to the longest row's length and runs at about a third of the machine's copy rate
   on these shapes (docs/inference.md), which made attention over half of a 16-row decode step.
+- `linear_rows` and `swiglu_rows`: a few fp32 rows (a batched decode step) times an fp32 matrix in HF's
+  layout, the same fusions: every weight is read once and used once per row, and the next tiles of the matrix
+  are prefetched while a tile is multiplied (oneDNN's kernel on these shapes waits on memory; docs/inference.md).
 - `linear_row` and `swiglu_row`: one fp32 row times an fp32 or bf16 matrix in HF's layout, the residual add
   and SwiGLU's gating folded in, for batch-1 decode steps, where every weight is read once and used once: each
   thread streams one contiguous range of the matrix's rows, where oneDNN's kernel reads the matrices at about
@@ -115,6 +118,8 @@ def _library() -> ctypes.CDLL | None:
                                        ctypes.c_float, pointer, int32]),
         ("codedojo_linear_row", [pointer, pointer, pointer, pointer, pointer, int64, int32, int32, int32]),
         ("codedojo_swiglu_row", [pointer, pointer, pointer, pointer, int64, int32, int32, int32]),
+        ("codedojo_linear_rows", [pointer, pointer, pointer, pointer, pointer, int32, int64, int32, int32]),
+        ("codedojo_swiglu_rows", [pointer, pointer, pointer, pointer, int32, int64, int32, int32]),
     ):
         function = getattr(library, name)
         function.restype = ctypes.c_int
@@ -231,4 +236,56 @@ def swiglu_row(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None
                                          rows // 2, n_in, gate_up.dtype == torch.bfloat16, torch.get_num_threads())
     if status != 0:
         raise RuntimeError(f"native swiglu_row failed (status {status}) for gate_up {tuple(gate_up.shape)}")
+    return out
+
+
+def linear_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                residual: torch.Tensor | None = None, *, out: torch.Tensor | None = None,
+                checked: bool = True) -> torch.Tensor:
+    """`F.linear(x, weight, bias) + residual` for a few rows: x [m, in], weight [out, in], bias [out] or None,
+    residual [m, out] or None, all fp32, contiguous, on the CPU; returns out (a new [m, out] tensor unless given;
+    it may be residual itself, for an add in place). checked as in `linear_row`."""
+    n_out, n_in = weight.shape
+    m = x.shape[0]
+    if checked:
+        _check_rows("weight", weight, n_out * n_in)
+        _check_rows("x", x, m * n_in)
+        for name, tensor, numel in (("bias", bias, n_out), ("residual", residual, m * n_out), ("out", out, m * n_out)):
+            if tensor is not None:
+                _check_rows(name, tensor, numel)
+    library = _library()
+    if library is None:
+        raise RuntimeError("native kernels are not available here (see available())")
+    if out is None:
+        out = torch.empty(m, n_out)
+    status = library.codedojo_linear_rows(x.data_ptr(), weight.data_ptr(), _pointer(bias), _pointer(residual),
+                                          out.data_ptr(), m, n_out, n_in, torch.get_num_threads())
+    if status != 0:
+        raise RuntimeError(f"native linear_rows failed (status {status}) for x {tuple(x.shape)}, "
+                           f"weight {tuple(weight.shape)}")
+    return out
+
+
+def swiglu_rows(x: torch.Tensor, gate_up: torch.Tensor, bias: torch.Tensor | None = None, *,
+                checked: bool = True) -> torch.Tensor:
+    """`silu(gate) * up` of a few rows, where gate|up = F.linear(x, gate_up, bias) (gate_up [2 * inter, in], the
+    gate's rows first), all fp32; returns a new fp32 [m, inter] tensor. checked as in `linear_row`."""
+    rows, n_in = gate_up.shape
+    m = x.shape[0]
+    if rows % 2:
+        raise ValueError(f"native swiglu_rows: gate_up must have an even number of rows, got {rows}")
+    if checked:
+        _check_rows("gate_up", gate_up, rows * n_in)
+        _check_rows("x", x, m * n_in)
+        if bias is not None:
+            _check_rows("bias", bias, rows)
+    library = _library()
+    if library is None:
+        raise RuntimeError("native kernels are not available here (see available())")
+    out = torch.empty(m, rows // 2)
+    status = library.codedojo_swiglu_rows(x.data_ptr(), gate_up.data_ptr(), _pointer(bias), out.data_ptr(), m,
+                                          rows // 2, n_in, torch.get_num_threads())
+    if status != 0:
+        raise RuntimeError(f"native swiglu_rows failed (status {status}) for x {tuple(x.shape)}, "
+                           f"gate_up {tuple(gate_up.shape)}")
     return out
