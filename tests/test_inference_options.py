@@ -18,7 +18,7 @@ def test_the_defaults_are_the_engines_behaviour() -> None:
         "kv_budget_tokens": None, "max_running": 64, "max_step_tokens": 1024, "seed": None, "prefix_cache": True,
         "packed_weights": True, "small_step_tokens": 1, "small_step_max_threads": 1, "run_call_cost": 256,
         "causal_first_chunks": True, "one_token_path": True, "native_attention": True, "native_rows": True,
-        "reduced_gemv_tokens": 1, "half_head": True, "wide_steps_fp32": None,
+        "native_rows_max_tokens": 32, "reduced_gemv_tokens": 1, "half_head": True, "wide_steps_fp32": None,
     }
 
 
@@ -42,6 +42,12 @@ def test_a_value_of_the_wrong_type_is_refused() -> None:
         EngineOptions(max_running="8")  # type: ignore[arg-type]
     with pytest.raises(RecordError, match="one_token_path must be true or false"):
         EngineOptions().updated(one_token_path=1)
+
+
+def test_a_negative_few_row_limit_is_refused_naming_the_off_value() -> None:
+    with pytest.raises(ValueError, match=r"native_rows_max_tokens must be 0 \(off\) or more, got -1"):
+        EngineOptions(native_rows_max_tokens=-1)
+    assert EngineOptions(native_rows_max_tokens=0).native_rows_max_tokens == 0
 
 
 def test_the_engine_takes_options_or_keywords_and_its_model_runs_with_them() -> None:

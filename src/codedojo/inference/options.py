@@ -89,6 +89,9 @@ class EngineOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"EngineOptions.{name} must be at least 1, got {value} (no request could run)")
+        if self.native_rows_max_tokens < 0:
+            raise ValueError(f"EngineOptions.native_rows_max_tokens must be 0 (off) or more, got "
+                             f"{self.native_rows_max_tokens}")
 
     def updated(self, **changes: Any) -> EngineOptions:
         """A copy with `changes` (self without any); a name that is not a field is a RecordError naming it and
