@@ -70,7 +70,7 @@ class EngineOptions:
     """fp32 steps of up to this many tokens that the one-token path does not take (batched decode, short
     prefills) multiply the HF-layout matrices through our few-row kernels (`native.linear_rows`, `swiglu_rows`)
     where they build, and the head too where at most `transformer.ROWS_HEAD_MAX` rows are sampled; 0: never
-    (oneDNN on the packed copies). bench/engine_rows.py, docs/results/engine-rows-avx2.json."""
+    (oneDNN on the packed copies). docs/results/engine-rows-avx2.json, `few_rows/*`."""
     reduced_gemv_tokens: int = 1
     """A bf16 (or fp16) engine's steps of at most this many tokens run their matmuls with oneDNN off, on
     torch's reduced-precision matrix-vector kernel; 0: never. docs/results/engine-steps-bf16-one-row.json."""

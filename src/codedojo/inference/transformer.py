@@ -158,8 +158,8 @@ def _onednn_available(device: torch.device, dtype: torch.dtype) -> bool:
 PACK_FOR_ROWS = 16
 
 # The few-row kernels (`EngineOptions.native_rows_max_tokens`) multiply the head only for up to this many sampled
-# rows: the head is one wide matrix (49,152 x 576 on SmolLM2), and past 16 rows oneDNN's packed copy was faster
-# on it while ours still won on the layers' matrices (bench/engine_rows.py on AVX2, 2 threads).
+# rows: the head is one wide matrix (49,152 x 576 on SmolLM2), and past 16 rows oneDNN's packed copy was as fast
+# or faster on it (`bench/engine_steps.py --only few_rows` on AVX2, 2 threads: docs/results/engine-rows-avx2.json).
 ROWS_HEAD_MAX = 16
 
 # On a CPU that emulates bf16 (no AVX-512 BF16 or AMX: `codedojo.precision.native_bf16`), a bf16 engine
