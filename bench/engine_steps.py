@@ -140,13 +140,13 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     def wanted(group: str) -> bool:
         return not args.only or group in args.only.split(",")
 
-    oneDNN_steps = DEFAULTS.updated(native_rows_max_tokens=0)  # steps of a few rows take oneDNN, not ours
+    onednn_steps = DEFAULTS.updated(native_rows_max_tokens=0)  # steps of a few rows take oneDNN, not ours
     for name, (fn, calls) in shapes.items():
         if name == "decode_1_row_400" or not wanted("packed_weights"):
             continue  # one-token steps take the plain matrices whatever the layout: see small_step below
         results[f"packed_weights/{name}"] = ab({
-            "ours": with_options(model, oneDNN_steps, fn, calls),
-            "baseline": with_options(model, oneDNN_steps.updated(packed_weights=False), fn, calls)}, args.repeat)
+            "ours": with_options(model, onednn_steps, fn, calls),
+            "baseline": with_options(model, onednn_steps.updated(packed_weights=False), fn, calls)}, args.repeat)
 
     def small_step_side(plain: bool) -> Callable[[], float]:
         # torch's kernels only: the native one-row kernels would take both sides' matmuls
@@ -183,7 +183,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                       "decode_32_ragged_rows": (lambda: model.forward(step32, wide), 2)}
         for name, (fn, calls) in few_shapes.items():
             results[f"few_rows/{name}"] = ab({"ours": with_options(model, DEFAULTS, fn, calls),
-                                              "baseline": with_options(model, oneDNN_steps, fn, calls)}, args.repeat)
+                                              "baseline": with_options(model, onednn_steps, fn, calls)}, args.repeat)
         del wide
         results.update(few_rows_matmuls(model, args.repeat))
     sdpa = DEFAULTS.updated(native_attention=False)  # runs are how SDPA's calls are cut; the kernel has none

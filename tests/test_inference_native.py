@@ -253,16 +253,23 @@ def test_linear_row_reads_bf16_weights_exactly_widened(n_out: int, n_in: int) ->
                                rtol=1e-6)
 
 
+# (kernel, rows, inter, in): the one-row kernel at SmolLM2's width and odd sizes, the few-row kernel at a 16-row
+# step and at row, width and SwiGLU sizes off its multiples of 2, 3 and 8.
+SWIGLU_SHAPES = [("row", 1, 1536, 576), ("row", 1, 300, 64), ("row", 1, 5, 12), ("row", 1, 1, 8),
+                 ("rows", 16, 1536, 576), ("rows", 5, 301, 64), ("rows", 2, 5, 12), ("rows", 1, 4, 8)]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("inter", "n_in"), [(1536, 576), (300, 64), (5, 12), (1, 8)])
-def test_swiglu_row_matches_silu_gate_times_up(inter: int, n_in: int, threads: int) -> None:
-    g = torch.Generator().manual_seed(inter)
-    x, gate_up = torch.randn(1, n_in, generator=g), torch.randn(2 * inter, n_in, generator=g) / n_in ** 0.5
+@pytest.mark.parametrize(("kernel", "m", "inter", "n_in"), SWIGLU_SHAPES)
+def test_swiglu_kernels_match_silu_gate_times_up(kernel: str, m: int, inter: int, n_in: int, threads: int) -> None:
+    swiglu = native.swiglu_row if kernel == "row" else native.swiglu_rows
+    g = torch.Generator().manual_seed(m + inter)
+    x, gate_up = torch.randn(m, n_in, generator=g), torch.randn(2 * inter, n_in, generator=g) / n_in ** 0.5
     bias = torch.randn(2 * inter, generator=g)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        ours, ours_bias = native.swiglu_row(x, gate_up), native.swiglu_row(x, gate_up, bias)
+        ours, ours_bias = swiglu(x, gate_up), swiglu(x, gate_up, bias)
     finally:
         torch.set_num_threads(before)
     for mine, b in ((ours, None), (ours_bias, bias)):
@@ -333,23 +340,6 @@ def test_linear_rows_matches_f_linear_with_bias_and_residual(m: int, n_out: int,
     torch.testing.assert_close(full, residual + F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
     assert returned is in_place
     torch.testing.assert_close(in_place, full, atol=0, rtol=0)
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("m", "inter", "n_in"), [(16, 1536, 576), (5, 301, 64), (2, 5, 12), (1, 4, 8)])
-def test_swiglu_rows_matches_silu_gate_times_up(m: int, inter: int, n_in: int, threads: int) -> None:
-    g = torch.Generator().manual_seed(m + inter)
-    x, gate_up = torch.randn(m, n_in, generator=g), torch.randn(2 * inter, n_in, generator=g) / n_in ** 0.5
-    bias = torch.randn(2 * inter, generator=g)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        ours, ours_bias = native.swiglu_rows(x, gate_up), native.swiglu_rows(x, gate_up, bias)
-    finally:
-        torch.set_num_threads(before)
-    for mine, b in ((ours, None), (ours_bias, bias)):
-        gate, up = F.linear(x, gate_up, b).chunk(2, dim=-1)
-        torch.testing.assert_close(mine, F.silu(gate) * up, atol=1e-5, rtol=1e-5)
 
 
 def test_few_row_kernels_refuse_layouts_they_would_misread() -> None:

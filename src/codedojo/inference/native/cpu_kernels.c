@@ -432,6 +432,8 @@ int codedojo_linear_row(const float *x, const void *w, const float *bias, const 
     return 0;
 }
 
+static inline float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
+
 /* SwiGLU's first half for one row: out[i] = silu(x . w[i] + b[i]) * (x . w[n + i] + b[n + i]) for i < n,
    w [2n, n_in] the gate rows then the up rows (HF's gate_proj over up_proj) in fp32 or (w_bf16) bf16,
    bias [2n] or NULL. */
@@ -458,7 +460,7 @@ int codedojo_swiglu_row(const float *x, const void *w, const float *bias, float 
             for (int64_t i = start; i < stop; i++) {
                 float g = gate[i - start] + (bias ? bias[i] : 0.0f);
                 float u = up[i - start] + (bias ? bias[n + i] : 0.0f);
-                out[i] = g / (1.0f + expf(-g)) * u;
+                out[i] = silu_times(g, u);
             }
         }
     }
@@ -473,15 +475,20 @@ the weights arriving while it multiplies. These read the matrices in HF's layout
 each thread takes one contiguous range of output rows in tiles of six, and a tile's six weight rows stay in
 the first-level cache while every pair of input rows goes through them (twelve running sums of eight lanes).
 While a tile is multiplied, the lines of the tile ROWS_AHEAD tiles further on are prefetched, spread over the
-tile's passes: without it the stream stalls on memory and the kernel ran at about 60% of the rate it reaches
-on matrices that sit in cache (75 against 115 GFLOP/s for SmolLM2's layers at 16 rows on 2 AVX2 cores, a
-one-off timing; bench/engine_bounds.py measures it in place). Sums are in fp32, in another order than
+tile's passes: without it the stream stalls on memory and the kernel was no faster than oneDNN on these
+shapes; with it, `bench/engine_steps.py --only few_rows` times it against oneDNN. Sums are in fp32, in another order than
 oneDNN's: the same values to fp32 rounding. */
 
 #ifndef ROWS_AHEAD
 #define ROWS_AHEAD 3
 #endif
 #define TILE 6
+
+static inline float dot_plain(const float *a, const float *b, int n) {
+    float total = 0.0f;
+    for (int e = 0; e < n; e++) total += a[e] * b[e];
+    return total;
+}
 
 /* Six weight rows: three at wa (stride n_in) and three at wb. A linear layer's tile is six consecutive rows
    (wb = wa + 3 rows); SwiGLU's is three gate rows and the three up rows that pair with them. */
@@ -525,20 +532,10 @@ static inline __attribute__((always_inline)) void rows_tile(const float *x, int6
     for (int r = 0; r < mr; r++)
         for (int j = 0; j < TILE; j++) {
             const float *row = j < 3 ? w.wa + (int64_t)j * n_in : w.wb + (int64_t)(j - 3) * n_in;
-            float total = 0.0f;
-            for (int e = 0; e < n_in; e++) total += x[r * ldx + e] * row[e];
-            out[r * TILE + j] = total;
+            out[r * TILE + j] = dot_plain(x + r * ldx, row, n_in);
         }
 #endif
 }
-
-static inline float dot_plain(const float *a, const float *b, int n) {
-    float total = 0.0f;
-    for (int e = 0; e < n; e++) total += a[e] * b[e];
-    return total;
-}
-
-static inline float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 /* Tile i's six weight rows: a linear layer's six consecutive rows, or (swiglu) three gate rows and their up rows
    n further on. */
