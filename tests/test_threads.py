@@ -26,6 +26,16 @@ def os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def os_threads_settled(expected: int, seconds: float = 5.0) -> int:
+    """The thread count once it reads `expected`, or after `seconds`: a thread its runtime has joined stays
+    listed in /proc/self/task until the kernel reaps it, a moment after it woke the joiner, so a count read
+    right after a release can still include it."""
+    deadline = time.monotonic() + seconds
+    while (count := os_threads()) != expected and time.monotonic() < deadline:  # a bounded poll
+        time.sleep(0.01)
+    return count
+
+
 def parallel_work() -> None:
     """Ops big enough for ATen to run them in an OpenMP region (well past its 32,768-element grain)."""
     x = torch.randn(1 << 20)
@@ -59,7 +69,7 @@ def test_release_frees_the_calling_threads_pool() -> None:
         parallel_work()
         with_pool = os_threads()
         released = threads.release_omp_threads()
-        return before, with_pool, os_threads(), released
+        return before, with_pool, os_threads_settled(before), released
 
     before, with_pool, after, released = on_new_thread(run)  # type: ignore[misc]
     assert released
@@ -103,7 +113,7 @@ def test_the_engine_frees_its_builders_pool_and_its_idle_workers(monkeypatch: py
         parallel_work()  # the builder's pool, as loading a real model leaves one
         assert os_threads() > before
         engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1 << 12, seed=0)
-        return engine, before, os_threads()
+        return engine, before, os_threads_settled(before + 1)
 
     engine, before, after_build = on_new_thread(build)  # type: ignore[misc]
     assert after_build == before + 1  # the builder's pool is gone; the engine's worker thread is new
