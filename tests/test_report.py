@@ -58,7 +58,8 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert '<span id="episode-count">6</span>' in dom
     assert "fix bug 0 &lt;b&gt;" in dom  # message text is escaped, not injected
     assert dom.count("<svg") >= 5 and "eval pass@1" in dom
-    assert dom.count('class="errorbar"') == 2  # one per evaluation, from pass@1_stderr
+    # one per evaluation, from pass@1_stderr, on the eval curve and on the before/after bars
+    assert dom.count('class="errorbar"') == 4 and dom.count('class="bar"') == 2
     assert "gain +0.150 +- 0.040 (paired over 8 tasks): beyond noise (3.8 standard errors, a gain)" in dom
 
 
@@ -95,3 +96,25 @@ def test_the_gain_is_called_beyond_or_within_noise_by_two_standard_errors() -> N
     assert noise_words(0.1, 0.05).startswith("within noise")  # exactly 2: not beyond
     assert noise_words(0.0, 0.0) == "no spread to judge it by"
     assert noise_words(None, None).startswith("no standard error")
+
+
+def test_the_page_shows_base_start_and_trained_with_error_bars(tmp_path: Path) -> None:
+    """With a baseline, "What it learned" draws one bar per stage with +- one standard error, and lists each
+    paired difference with its words."""
+    _fake_run(tmp_path)
+    learning = json.loads((tmp_path / "learning.json").read_text())
+    entry = learning["eval"]["held-out"]
+    entry["baseline"] = {"model": "smollm2-135m-instruct", "pass@1": 0.05, "stderr": 0.03}
+    entry["before_vs_baseline"] = {"mean": 0.05, "stderr": 0.04, "tasks": 8}
+    entry["after_vs_baseline"] = {"mean": 0.2, "stderr": 0.05, "tasks": 8}
+    learning["stage_names"] = ["base", "after SFT", "after GRPO"]
+    (tmp_path / "learning.json").write_text(json.dumps(learning))
+    page = write_report(tmp_path).read_text()
+    chart = page[page.index("held-out: pass@1 (bars"):]
+    chart = chart[:chart.index("</svg>")]
+    assert chart.count('class="bar"') == 3 and chart.count('class="errorbar"') == 3
+    assert [label in chart for label in (">base<", ">after SFT<", ">after GRPO<")] == [True] * 3
+    assert "base (smollm2-135m-instruct): 0.050 +- 0.030" in page
+    assert "after GRPO - base: +0.200 +- 0.050 (paired over 8 tasks): beyond noise (4.0 standard errors" in page
+    assert "after SFT - base: +0.050 +- 0.040 (paired over 8 tasks): within noise" in page
+    assert "the gain, after GRPO - after SFT: +0.150 +- 0.040" in page

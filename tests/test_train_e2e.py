@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from rich.console import Console
 from safetensors.torch import load_file
 
 from codedojo.agent.prompts import SUBMIT_SENTINEL
@@ -329,3 +330,87 @@ def test_following_one_training_step_enters_no_file_more_than_three_times(tmp_pa
     files = collections.Counter(path.removeprefix(src) for path in entered)
     assert {"rollout/episodes.py", "train/samples.py", "train/run_records.py", "train/checkpoint.py"} <= set(files)
     assert max(files.values()) <= 3, files.most_common()
+
+
+def test_a_baseline_is_evaluated_first_on_the_same_tasks_and_paired_with_both_models(trained: tuple[Path, Any],
+                                                                                    tmp_path: Path) -> None:
+    """TrainConfig.baseline (the main job's base model): evaluated on the eval sets before the start model is
+    loaded, kept in the eval cache, written beside the run's evaluations (and read back by a resumed run), and
+    learning.json pairs the start and the trained model with it over the same tasks."""
+    import asyncio
+    import dataclasses
+
+    from codedojo.inference.specs import HFFolder
+    from codedojo.train.launch import eval_sets, load_tasks
+    from codedojo.train.plan import plan_for
+    from codedojo.train.report import learning_lines
+    from codedojo.train.run_records import RunRecords
+    from codedojo.train.trainer import LocalTrainer
+
+    tmp, run = trained
+    start, baseline = HFFolder(path=str(run.run_dir / "final")), TinyModel(seed=3)
+    base = _recipe(tmp, num_rollout=1)
+    recipe = dataclasses.replace(base, extra_config=dataclasses.replace(base.extra_config,
+                                                                        skip_eval_before_train=False))
+    opened: list[str] = []
+    baseline_sessions: list[str] = []
+
+    async def engines(loaded: Any) -> ScriptedPolicy:
+        opened.append("start" if loaded.folder is not None else "baseline")  # the start model is a folder
+        if loaded.folder is not None:  # solves every task
+            return ScriptedPolicy(loaded.tokenizer, lambda session_id: [RIGHT[
+                "hello-file" if session_id.startswith("hello-file") else "fix-add"], SUBMIT])
+
+        def never_solves(session_id: str) -> list[str]:
+            baseline_sessions.append(session_id)
+            return ["```bash\nls\n```", SUBMIT]
+        return ScriptedPolicy(loaded.tokenizer, never_solves)
+
+    def train(name: str) -> dict[str, Any]:
+        opened.clear()
+        baseline_sessions.clear()
+        trainer = LocalTrainer(model=start, tasks=load_tasks(_dataset(tmp / "data")),
+                               plan=plan_for(recipe, profile="small"), run_dir=tmp_path / name, device="cpu",
+                               eval_sets=eval_sets(recipe, profile="small"), engine_factory=engines,
+                               eval_cache=tmp_path / "evals", baseline=baseline,
+                               stage_names=("base", "after SFT", "after GRPO"))
+        return asyncio.run(trainer.run())["learning"]
+
+    learning = train("first")
+    assert opened == ["baseline", "start"]  # the baseline's engine first, then the start model's
+    assert len(set(baseline_sessions)) == 2 * 2  # 2 tasks x n = 2
+    entry = learning["eval"]["held-out"]
+    assert entry["baseline"] == {"model": baseline.name, "pass@1": 0.0, "stderr": 0.0}
+    assert entry["before"]["pass@1"] == entry["after"]["pass@1"] == 1.0
+    assert entry["before_vs_baseline"] == entry["after_vs_baseline"] == {"mean": 1.0, "stderr": 0.0, "tasks": 2}
+    assert entry["after_vs_baseline"]["tasks"] == 2 and learning["stage_names"] == ["base", "after SFT", "after GRPO"]
+    lines = learning_lines(learning)
+    assert f"  base ({baseline.name}): 0.000 +- 0.000" in lines
+    assert any(line.startswith("  after GRPO - base: ") for line in lines)
+    rows = [json.loads(line) for line in (tmp_path / "first" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["baseline/held-out/pass@1"] for r in rows if r["kind"] == "baseline"] == [0.0]
+    kept = json.loads((tmp_path / "first" / "evals" / "held-out" / "baseline.json").read_text())
+    assert kept["model"] == baseline.name and kept["pass@1"] == 0.0
+
+    # a second run from the same weights reads the baseline's episodes back from the eval cache
+    assert train("second")["eval"]["held-out"]["baseline"]["pass@1"] == 0.0 and not baseline_sessions
+
+    # a run resumed after its first step takes the baseline's evaluation back with the others
+    plan = plan_for(recipe, profile="small").records
+    records = RunRecords(tmp_path / "first", plan, steps=1, eval_sets=["held-out"], start=1, console=Console(),
+                         hook=None, stage_names=("base", "after SFT", "after GRPO"))
+    resumed, _ = records.finish()
+    records.close()
+    assert resumed["eval"]["held-out"]["baseline"] == entry["baseline"]
+    assert resumed["eval"]["held-out"]["after_vs_baseline"] == entry["after_vs_baseline"]
+
+
+def test_a_baseline_is_a_model_and_the_stage_names_are_three(tmp_path: Path) -> None:
+    data = _dataset(tmp_path / "data")
+    with pytest.raises(TypeError, match="baseline must be a model spec"):
+        TrainConfig(model=TinyModel(), dataset=data, recipe=Recipe(), baseline=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stage_names must be three non-empty names"):
+        TrainConfig(model=TinyModel(), dataset=data, recipe=Recipe(), stage_names=("base", ""))  # type: ignore[arg-type]
+    config = TrainConfig(model=TinyModel(), dataset=data, recipe=Recipe(), baseline=TinyModel(seed=1))
+    with pytest.raises(ValueError, match="baseline is evaluated by the local backend only"):
+        config.launch(backend="slime")

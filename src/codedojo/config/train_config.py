@@ -71,11 +71,26 @@ class TrainConfig:
     """Where the run writes (default: runs/<run id>); an existing run directory with checkpoints resumes."""
     device: str | None = None
     """Torch device of the local backend (default: cuda when available, else cpu)."""
+    baseline: ModelLike | None = None
+    """A model evaluated once on the eval sets before training, beside the start model, e.g. the base model a
+    warm start was fine-tuned from: the summary and the report then show the baseline, the start model and the
+    trained model on the same tasks, each difference paired over them. Local backend only; its episodes are
+    kept in the evaluation cache like the start model's before-training evaluation."""
+    stage_names: tuple[str, str, str] = ("baseline", "start", "trained")
+    """What the summary calls the baseline, the start model and the trained model (the main job: base, after
+    SFT, after GRPO)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, str) and not callable(getattr(self.model, "load", None)):
-            raise TypeError(f"model must be a model spec (e.g. SmolLM2_135M_Instruct(), HFFolder(path=...)) or a "
-                            f"model name or folder, got {type(self.model).__name__}")
+        for name in ("model", "baseline"):
+            value = getattr(self, name)
+            if name == "baseline" and value is None:
+                continue
+            if not isinstance(value, str) and not callable(getattr(value, "load", None)):
+                raise TypeError(f"{name} must be a model spec (e.g. SmolLM2_135M_Instruct(), HFFolder(path=...)) or "
+                                f"a model name or folder, got {type(value).__name__}")
+        names = self.stage_names
+        if not (isinstance(names, tuple) and len(names) == 3 and all(isinstance(x, str) and x.strip() for x in names)):
+            raise ValueError(f"stage_names must be three non-empty names (baseline, start, trained), got {names!r}")
         if not isinstance(self.dataset, DatasetConfig):
             raise TypeError(f"dataset must be a DatasetConfig (e.g. AgentTaskDataset(path)), got "
                             f"{type(self.dataset).__name__}")
@@ -123,6 +138,9 @@ class TrainConfig:
             )
         if engine_factory is not None and chosen != "local":
             raise ValueError("engine_factory is an option of the local backend only")
+        if self.baseline is not None and chosen != "local":
+            raise ValueError(f"baseline is evaluated by the local backend only; the {chosen} backend would not "
+                             "evaluate it: leave it out, or evaluate that model with `codedojo eval`")
         module, _, name = LAUNCHERS[chosen].partition(":")
         launcher = getattr(importlib.import_module(module), name)
         run: Run = launcher(self, engine_factory=engine_factory) if chosen == "local" else launcher(self)

@@ -4,7 +4,8 @@
    repository: held-out repositories for evaluation, the rest for training.
 2. Warm start: the scripted expert's solved demonstrations on the training tasks, then supervised
    fine-tuning of SmolLM2-135M-Instruct on them (both cached: a second run skips straight to RL).
-3. GRPO on the training tasks with local sandboxes, evaluation on the held-out tasks before and after.
+3. GRPO on the training tasks with local sandboxes; the held-out tasks are evaluated with the base model, the
+   warm start and the trained model, and the summary pairs each difference over them.
 
 Everything lands in the run directory; the caches live under $CODEDOJO_CACHE_DIR (default
 ~/.cache/codedojo).
@@ -47,6 +48,13 @@ CURRICULUM_TIERS = ("guided", "hinted", "warmup")
 CURRICULUM_START = (0.51, 0.26, 0.23)
 """The fourth registered plan's start shares (docs/training.md): in proportion to each tier's chance of a mixed
 group at its curriculum SFT model's calibrated pass rates (guided 0.55, hinted 0.14, warm-up 0.11)."""
+EVAL_SIZE = (8, 1)
+"""Held-out tasks x episodes per task of the main job's evaluations (`--eval-size`). 8 x 1 fits the 30-minute
+budget; its paired standard error is about 0.18, so only a gain above ~0.36 reads as beyond noise. The power
+calculation (docs/training.md, docs/results/eval-power.json) puts a true +0.15 beyond 2 paired SE about 77% of the
+time at 48 x 2 (SE 0.055) and 81% at 40 x 3 (SE 0.052), which the budget does not hold yet (issue 40)."""
+STAGE_NAMES = ("base", "after SFT", "after GRPO")
+"""What the main job's summary calls the base model, the warm start and the trained model."""
 DEFAULT_TIER = "guided"
 """The tier the embedded default trains and evaluates on, chosen by the SFT model's pass rate at the rollout
 temperature (docs/training.md): 0.30 +- 0.07 on 40 held-out guided tasks, inside the 20-60% where most GRPO
@@ -132,11 +140,40 @@ def warm_start(*, model: str, tasks: list[Task], sft_config: Any, budget: Episod
     return Path(summary["final_model"])
 
 
-def default_tasks(tier: str, *, console: Console, quick: bool) -> tuple[list[Task], list[Task], Any]:
+def parse_eval_size(text: str) -> tuple[int, int]:
+    """`TASKSxN` (e.g. 48x2): held-out tasks and episodes per task, each at least 1."""
+    tasks, sep, n = text.lower().partition("x")
+    if not sep or not tasks.strip().isdigit() or not n.strip().isdigit() or int(tasks) < 1 or int(n) < 1:
+        raise ValueError(f"--eval-size {text!r}: expected TASKSxN with both at least 1, e.g. 48x2 (48 held-out "
+                         "tasks, 2 episodes each)")
+    return int(tasks), int(n)
+
+
+def spread(tasks: list[Task], count: int) -> list[Task]:
+    """`count` of `tasks` at even intervals (sorted by name, so grouped by repository: a spread over them)."""
+    return [tasks[i * len(tasks) // count] for i in range(min(count, len(tasks)))]
+
+
+def held_out_tasks(tier: str, evaluation: list[Task], count: int, *, console: Console) -> list[Task]:
+    """`count` held-out tasks of `tier`: spread over `evaluation` (the main job's suite's held-out share) when it
+    has that many, else drawn from a suite of the held-out repositories alone with enough bugs per repository
+    (a third of the draws are a tier's, as in the full suite)."""
+    if count > len(evaluation):
+        per_repo = 3 * -(-count // len(HELD_OUT_REPOSITORIES))
+        suite = builtin_suite(console=console, tier=tier, per_repo=per_repo, repos=HELD_OUT_REPOSITORIES)
+        evaluation = [Task.load(path) for path in discover_tasks([suite])]
+        if count > len(evaluation):
+            raise ValueError(f"--eval-size: the held-out repositories have {len(evaluation)} {tier} tasks at "
+                             f"{per_repo} draws each, fewer than the {count} asked for; ask for fewer tasks")
+    return spread(evaluation, count)
+
+
+def default_tasks(tier: str, *, console: Console, quick: bool,
+                  eval_tasks: int | None = None) -> tuple[list[Task], list[Task], Any]:
     """The main job's training and held-out tasks of `tier` (12 draws per repository), and its curriculum:
     None for one tier; for `CURRICULUM`, every curriculum tier's training tasks, the held-out warm-up tasks and
-    the CurriculumConfig. Every other held-out task is kept: a spread over the held-out repositories, small
-    enough for a CPU (every fourth, and 8 training tasks a tier, with `quick`)."""
+    the CurriculumConfig. `eval_tasks` held-out tasks spread over the held-out repositories; by default every other
+    one of the suite's (8 of 16, `EVAL_SIZE`), every fourth and 8 training tasks a tier with `quick`."""
     from codedojo.config import CurriculumConfig
 
     tiers = CURRICULUM_TIERS if tier == CURRICULUM else (tier,)
@@ -147,14 +184,17 @@ def default_tasks(tier: str, *, console: Console, quick: bool) -> tuple[list[Tas
         pool, evaluation = split_by_repository(discover_tasks([suite]), held_out=HELD_OUT_REPOSITORIES)
         train += pool[:8] if quick else pool
         if name == tiers[-1]:
-            held = evaluation[::4] if quick else evaluation[::2]
+            if eval_tasks is None:  # EVAL_SIZE's 8 of the suite's 16
+                held = evaluation[::4] if quick else evaluation[::2]
+            else:
+                held = held_out_tasks(name, evaluation, eval_tasks, console=console)
     if tier != CURRICULUM:
         return train, held, None
     return train, held, CurriculumConfig(tiers=CURRICULUM_TIERS, start=CURRICULUM_START)
 
 
 def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str | None, quick: bool,
-                model: str | None, tier: str | None = None) -> Any:
+                model: str | None, tier: str | None = None, eval_size: tuple[int, int] | None = None) -> Any:
     from codedojo.agent.budget import recipe_budget
     from codedojo.agent.engines import profile_for
     from codedojo.config import AgentTaskDataset, EvalConfig, EvalDataset, EvalDefaults, SmolLM2_Recipe, TrainConfig
@@ -170,7 +210,8 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
     resolve_model(model)
     record_fields(SmolLM2_Recipe, overrides, where="--set")
     tier = tier or DEFAULT_TIER
-    train_tasks, eval_tasks, curriculum = default_tasks(tier, console=console, quick=quick)
+    eval_count, eval_n = eval_size or (None, EVAL_SIZE[1])
+    train_tasks, eval_tasks, curriculum = default_tasks(tier, console=console, quick=quick, eval_tasks=eval_count)
     run_dir = run_dir or Path("runs") / time.strftime("default-%Y%m%d-%H%M%S")
     data = run_dir / "data"
     train_path = write_dataset(train_tasks, data / "train.jsonl")
@@ -180,18 +221,20 @@ def run_default(*, run_dir: Path | None, overrides: dict[str, Any], device: str 
         # Each step rolls out 4 tasks x 4 episodes and trains on (at most) 2 of the groups with mixed rewards.
         "num_rollout": num_rollout, "rollout_batch_size": 2, "over_sampling_batch_size": 4, "n_samples_per_prompt": 4,
         "curriculum": curriculum, "save": "checkpoints", "save_interval": num_rollout, "eval_interval": num_rollout,
-        "eval_config": EvalConfig(defaults=EvalDefaults(temperature=0.6, n_samples_per_eval_prompt=1),
+        "eval_config": EvalConfig(defaults=EvalDefaults(temperature=0.6, n_samples_per_eval_prompt=eval_n),
                                   datasets=(EvalDataset(name="held-out", path=str(eval_path)),)),
         **overrides,
     })
     trained_on = ", ".join(curriculum.tiers) + " tiers (a curriculum)" if curriculum else f"{tier} tier"
     console.print(f"embedded default: {len(train_tasks)} training tasks of the {trained_on}, {len(eval_tasks)} "
-                  f"held-out tasks of the {'warmup' if curriculum else tier} tier (repositories "
+                  f"held-out tasks x {eval_n} of the {'warmup' if curriculum else tier} tier (repositories "
                   f"{', '.join(HELD_OUT_REPOSITORIES)})")
     sft = SFTConfig(epochs=SFT_EPOCHS, lr=SFT_LR, batch_sequences=SFT_BATCH)
     demo_tasks = train_tasks
     warm = warm_start(model=model, tasks=demo_tasks, sft_config=sft,
                       budget=recipe_budget(recipe, profile=profile_for(model)), device=device, console=console)
+    # the base model is evaluated on the same held-out tasks first (cached like the warm start's evaluation), so
+    # the summary shows what SFT and what GRPO each added
     config = TrainConfig(model=HFFolder(path=str(warm)), dataset=AgentTaskDataset(train_path), recipe=recipe,
-                         run_dir=run_dir, device=device)
+                         run_dir=run_dir, device=device, baseline=model, stage_names=STAGE_NAMES)
     return config.launch()

@@ -43,6 +43,8 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
     evals = eval_sets(config.recipe, profile=profile)
     device = check_device(config.device)
     resolve_model(config.model)
+    if config.baseline is not None:
+        resolve_model(config.baseline)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "config.json", json.dumps({
         "training_run_id": run_id, "model": getattr(config.model, "name", str(config.model)),
@@ -54,7 +56,8 @@ def launch_local(config: TrainConfig, *, engine_factory: EngineFactory | None = 
     _print_plan(console, config, run_id=run_id, run_dir=run_dir, device=device, tasks=tasks, evals=evals)
     trainer = LocalTrainer(model=config.model, tasks=tasks, plan=plan_for(config.recipe, profile=profile),
                            run_dir=run_dir, device=device, eval_sets=evals, engine_factory=engine_factory,
-                           console=console, eval_cache=cache_dir() / "evals" if engine_factory is None else None)
+                           console=console, eval_cache=cache_dir() / "evals" if engine_factory is None else None,
+                           baseline=config.baseline, stage_names=config.stage_names)
     summary = asyncio.run(trainer.run())
     console.print(f"metrics: {run_dir / 'metrics.jsonl'} (TensorBoard: {run_dir / 'tensorboard'})")
     console.print(f"report: {summary['report']}; final model: {summary['final_model']}")

@@ -74,6 +74,56 @@ def _svg_chart(title: str, series: dict[str, list[tuple[float, float]]], *, widt
     return "".join(parts)
 
 
+def _svg_bars(title: str, bars: list[tuple[str, float, float | None]], *, width: int = 460, height: int = 220) -> str:
+    """Bars of (label, value, half-height of the error bar or None) on a 0-1 scale (pass@1)."""
+    if not bars:
+        return ""
+    pad, top = 40, max(1.0, max(v + (e or 0.0) for _, v, e in bars))
+    slot = (width - 2 * pad) / len(bars)
+
+    def sy(y: float) -> float:
+        return height - pad - max(0.0, y) / top * (height - 2 * pad)
+
+    parts = [f'<svg class="chart" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+             f'<text x="{pad}" y="16" class="title">{html.escape(title)}</text>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" class="axis"/>',
+             f'<text x="{pad - 4}" y="{sy(top) + 4:.1f}" class="tick" text-anchor="end">{top:.3g}</text>',
+             f'<text x="{pad - 4}" y="{sy(0) + 4:.1f}" class="tick" text-anchor="end">0</text>']
+    for i, (label, value, err) in enumerate(bars):
+        x = pad + i * slot + slot * 0.2
+        w = slot * 0.6
+        parts.append(f'<rect class="bar" x="{x:.1f}" y="{sy(value):.1f}" width="{w:.1f}" '
+                     f'height="{sy(0) - sy(value):.1f}" fill="#2b6cb0"/>')
+        parts.append(f'<text x="{x + w / 2:.1f}" y="{height - pad + 14}" class="tick" text-anchor="middle">'
+                     f'{html.escape(label)}</text>')
+        parts.append(f'<text x="{x + w / 2:.1f}" y="{sy(value) - 4:.1f}" class="tick" text-anchor="middle">'
+                     f'{value:.3f}</text>')
+        if err:
+            parts.append(f'<line class="errorbar" x1="{x + w / 2:.1f}" y1="{sy(value - err):.1f}" x2="{x + w / 2:.1f}" '
+                         f'y2="{sy(value + err):.1f}" stroke="#c05621" stroke-width="1.5"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def stage_bars(summary: dict[str, Any]) -> list[str]:
+    """learning.json's per-set pass@1 of the baseline, the start and the trained model as bar charts with
+    +- one standard error, one chart per eval set that has a baseline or a before and after."""
+    names = summary.get("stage_names") or ("baseline", "start", "trained")
+    charts = []
+    for name, entry in summary.get("eval", {}).items():
+        bars = []
+        for key, label in (("baseline", names[0]), ("before", names[1]), ("after", names[2])):
+            stage = entry.get(key)
+            if stage is None or stage.get("pass@1") is None or (key == "after" and "gain" not in entry):
+                continue
+            if key == "before" and stage["step"] != 0:
+                label = f"step {stage['step']}"
+            bars.append((label, float(stage["pass@1"]), stage.get("stderr")))
+        if len(bars) > 1:
+            charts.append(_svg_bars(f"{name}: pass@1 (bars: +- one standard error over tasks)", bars))
+    return charts
+
+
 def noise_words(mean: float | None, stderr: float | None) -> str:
     """Whether a paired difference is beyond two of its standard errors, in words a user reads at a glance."""
     if mean is None or stderr is None:
@@ -92,16 +142,37 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
     def num(x: float | None, sign: bool = False) -> str:
         return "-" if x is None else (f"{x:+.3f}" if sign else f"{x:.3f}")
 
+    def versus(diff: dict[str, Any], later: str, earlier: str) -> str:
+        """`later - earlier: +x +- se (paired over T tasks): beyond/within noise`."""
+        return (f"{later} - {earlier}: {num(diff['mean'], True)} +- {num(diff['stderr'])} (paired over "
+                f"{diff['tasks']} tasks): {noise_words(diff['mean'], diff['stderr'])}")
+
     lines = []
+    base_name, start_name, trained_name = summary.get("stage_names") or ("baseline", "start", "trained")
     for name, entry in summary["eval"].items():
-        before, after = entry["before"], entry["after"]
-        line = (f"eval set {name}: pass@1 {num(before['pass@1'])} +- {num(before['stderr'])} (step {before['step']})"
-                f" -> {num(after['pass@1'])} +- {num(after['stderr'])} (step {after['step']})")
-        if "gain" in entry:
-            gain = entry["gain"]
-            line += f"; gain {num(gain['mean'], True)} +- {num(gain['stderr'])} (paired over {gain['tasks']} tasks)"
-            line += ": " + noise_words(gain["mean"], gain["stderr"])
-        lines.append(line)
+        before, after, base = entry.get("before"), entry.get("after"), entry.get("baseline")
+        if base is None and before is not None and after is not None:  # no baseline: the one-line form
+            line = (f"eval set {name}: pass@1 {num(before['pass@1'])} +- {num(before['stderr'])} (step "
+                    f"{before['step']}) -> {num(after['pass@1'])} +- {num(after['stderr'])} (step {after['step']})")
+            if "gain" in entry:
+                gain = entry["gain"]
+                line += f"; gain {num(gain['mean'], True)} +- {num(gain['stderr'])} (paired over {gain['tasks']} tasks)"
+                line += ": " + noise_words(gain["mean"], gain["stderr"])
+            lines.append(line)
+            continue
+        lines.append(f"eval set {name}: pass@1 +- its standard error over tasks")
+        if base is not None:
+            lines.append(f"  {base_name} ({base['model']}): {num(base['pass@1'])} +- {num(base['stderr'])}")
+        first = start_name
+        if before is not None:
+            first = start_name if before["step"] == 0 else f"step {before['step']}"
+            lines.append(f"  {first} (step {before['step']}): {num(before['pass@1'])} +- {num(before['stderr'])}")
+        if after is not None and "gain" in entry:
+            lines.append(f"  {trained_name} (step {after['step']}): {num(after['pass@1'])} +- {num(after['stderr'])}")
+            lines.append(f"  the gain, {versus(entry['gain'], trained_name, first)}")
+        for key, later in (("before_vs_baseline", first), ("after_vs_baseline", trained_name)):
+            if key in entry:
+                lines.append(f"  {versus(entry[key], later, base_name)}")
     if summary["train_reward"]:
         lines.append("training reward per step: " + " ".join(f"{r:.3f}" for r in summary["train_reward"]))
         lines.append("groups with mixed rewards per step: " + " ".join(f"{m:.2f}" for m in summary["mixed_group_frac"]))
@@ -161,8 +232,10 @@ def write_report(run_dir: Path, *, out: Path | None = None) -> Path:
     summary = _summary_rows(records)
     learning = ""
     if (run_dir / "learning.json").is_file():
-        lines = learning_lines(json.loads((run_dir / "learning.json").read_text()))
-        learning = "<h2>What it learned</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
+        summary_data = json.loads((run_dir / "learning.json").read_text())
+        lines = learning_lines(summary_data)
+        learning = ("<h2>What it learned</h2>" + "".join(stage_bars(summary_data)) + "<ul>"
+                    + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
     page = _PAGE.format(learning=learning,
         title=html.escape(f"codedojo run {config.get('training_run_id', run_dir.name)}"),
         model=html.escape(str(config.get("model", "?"))), tasks=config.get("tasks", "?"),

@@ -41,7 +41,8 @@ class RunRecords:
     """The records of one run in `run_dir`, opened at step `start` (0, or the step a resumed run restarts at)."""
 
     def __init__(self, run_dir: Path, plan: RecordsPlan, *, steps: int, eval_sets: Sequence[str], start: int,
-                 console: Console, hook: Callable[..., Any] | None) -> None:
+                 console: Console, hook: Callable[..., Any] | None,
+                 stage_names: tuple[str, str, str] = ("baseline", "start", "trained")) -> None:
         """`hook`: the rollout-log hook, `load_hook(plan.rollout_log_function)` (the caller loads it before anything
         slow, so a bad path fails at once)."""
         self.run_dir, self.plan, self.steps, self.console = run_dir, plan, steps, console
@@ -58,6 +59,10 @@ class RunRecords:
         self._evals: dict[str, list[tuple[int, EvalReport]]] = {}
         """Every evaluation of the run, by eval set (the first is the before-training one): this process's, and
         those kept from before a resume."""
+        self.stage_names = stage_names
+        """What the summary calls the baseline, the start model and the trained model."""
+        self._baselines: dict[str, tuple[str, EvalReport]] = {}
+        """The baseline model's evaluation of each eval set (model name, report), when the run has a baseline."""
         self._forget_episodes(after=start)
         self._restore_evals(eval_sets, upto=start)
 
@@ -96,6 +101,22 @@ class RunRecords:
         self.eval_rows.append({"step": step, **results})
         self._metrics.write(step, "eval", results)
         return results
+
+    def baseline(self, reports: Sequence[tuple[str, EvalReport, int, int]], *, model: str) -> None:
+        """The baseline model's report on every eval set, as (name, report, n, task count), before training: kept
+        in evals/<set>/baseline.json (read back by a resumed run) and a metrics row of kind "baseline"."""
+        results: dict[str, Any] = {}
+        for name, report, _n, tasks in reports:
+            data = report.to_dict()
+            self._baselines[name] = (model, report)
+            write_text_atomic(self._baseline_file(name), json.dumps({"model": model, **data}))
+            prefix = f"baseline/{name}"
+            results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
+                            f"{prefix}/tasks": float(tasks), f"{prefix}/wall_sec": data["wall_sec"]})
+            p1 = data["pass@1"]
+            self.console.print(f"eval {name}, the {self.stage_names[0]} {model}: pass@1 "
+                               f"{'-' if p1 is None else f'{p1:.3f}'} over {tasks} tasks")
+        self._metrics.write(0, "baseline", {"model": model, **results})
 
     def _eval_set(self, name: str, report: EvalReport, *, step: int, n: int, tasks: int) -> dict[str, Any]:
         data = report.to_dict()
@@ -160,13 +181,23 @@ class RunRecords:
                     if key.startswith("health/"):
                         fired.setdefault(key.removeprefix("health/"), []).append(steps_done)
             out["health"] = {name: sorted(set(steps)) for name, steps in sorted(fired.items())}
-        for name, history in self._evals.items():
-            (first_step, first), (last_step, last) = history[0], history[-1]
-            entry: dict[str, Any] = {
-                "before": {"step": first_step, "pass@1": first.pass_at(1), "stderr": first.stderr_pass_at_1()},
-                "after": {"step": last_step, "pass@1": last.pass_at(1), "stderr": last.stderr_pass_at_1()}}
-            if len(history) > 1:
-                entry["gain"] = paired_difference(first, last).to_dict()
+        out["stage_names"] = list(self.stage_names)
+        for name in [*self._evals, *(n for n in self._baselines if n not in self._evals)]:
+            entry: dict[str, Any] = {}
+            base = self._baselines.get(name)
+            if base is not None:
+                entry["baseline"] = {"model": base[0], "pass@1": base[1].pass_at(1),
+                                     "stderr": base[1].stderr_pass_at_1()}
+            if history := self._evals.get(name):
+                (first_step, first), (last_step, last) = history[0], history[-1]
+                entry["before"] = {"step": first_step, "pass@1": first.pass_at(1), "stderr": first.stderr_pass_at_1()}
+                entry["after"] = {"step": last_step, "pass@1": last.pass_at(1), "stderr": last.stderr_pass_at_1()}
+                if len(history) > 1:
+                    entry["gain"] = paired_difference(first, last).to_dict()
+                if base is not None:  # each evaluation against the baseline, paired over the same tasks
+                    entry["before_vs_baseline"] = paired_difference(base[1], first).to_dict()
+                    if len(history) > 1:
+                        entry["after_vs_baseline"] = paired_difference(base[1], last).to_dict()
             out["eval"][name] = entry
         (self.run_dir / "learning.json").write_text(json.dumps(out, indent=2))
         for line in learning_lines(out):
@@ -190,11 +221,20 @@ class RunRecords:
         """Where the per-task results of an evaluation after `step` steps are kept (for a resumed run's gain)."""
         return self.run_dir / "evals" / name / f"step_{step:06d}.json"
 
+    def _baseline_file(self, name: str) -> Path:
+        return self.run_dir / "evals" / name / "baseline.json"
+
     def _restore_evals(self, names: Sequence[str], *, upto: int) -> None:
         """Take back the evaluations written by `upto` steps, so the gain a resumed run reports is measured from
         the run's first evaluation; remove later ones (a run killed before their checkpoint), and all of them
-        when the run starts afresh at step 0."""
+        (the baseline's too) when the run starts afresh at step 0."""
         for name in names:
+            if (path := self._baseline_file(name)).is_file():
+                if upto == 0:
+                    path.unlink()
+                else:
+                    data = json.loads(path.read_text())
+                    self._baselines[name] = (data.get("model", "?"), EvalReport.from_dict(data))
             for path in sorted((self.run_dir / "evals" / name).glob("step_*.json")):
                 step = int(path.stem.removeprefix("step_"))
                 if upto == 0 or step > upto:

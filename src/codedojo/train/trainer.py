@@ -32,7 +32,7 @@ from codedojo.inference.specs import HFFolder, LoadedModel, ModelLike, resolve_m
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
 from codedojo.precision import compute_dtype
 from codedojo.rollout.episodes import Episode, EpisodeRequest, RolloutConfig, run_episodes_with_progress
-from codedojo.rollout.evaluation import evaluate
+from codedojo.rollout.evaluation import EvalReport, evaluate
 from codedojo.tasks.task import Task
 from codedojo.threads import to_thread
 from codedojo.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf_folder
@@ -81,7 +81,8 @@ class LocalTrainer:
 
     def __init__(self, *, model: ModelLike, tasks: list[Task], plan: TrainPlan, run_dir: Path, device: str,
                  eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
-                 console: Console | None = None, eval_cache: Path | None = None) -> None:
+                 console: Console | None = None, eval_cache: Path | None = None, baseline: ModelLike | None = None,
+                 stage_names: tuple[str, str, str] = ("baseline", "start", "trained")) -> None:
         self.model_spec = model
         self.tasks = tasks
         self.plan = plan
@@ -95,12 +96,20 @@ class LocalTrainer:
         """Where the before-training evaluation of a start model given as a folder keeps its episodes, by the
         weights' digest and the evaluation's settings, so a later run from the same weights (the main job's cached
         warm start) reads them back instead of running them again; None: not kept."""
+        self.baseline = baseline
+        """A model evaluated on the eval sets before a fresh run starts (TrainConfig.baseline); None: none."""
+        self.stage_names = stage_names
 
     async def run(self) -> dict[str, Any]:
         """Train from the latest checkpoint (else from step 0) to num_rollout steps; returns a summary."""
         plan = self.plan.records
+        # before the start model is loaded: one model in memory at a time, and a served engine gets the start
+        # model's weights after the baseline's
+        baseline = await self._evaluate_baseline() if self.baseline is not None and self._starts_fresh() else None
         run = await self._start()
         records = run.records
+        if baseline is not None:
+            records.baseline(baseline, model=getattr(self.baseline, "name", str(self.baseline)))
         try:
             if run.state.step == 0 and self.eval_sets and plan.eval_before_training:
                 await self._evaluate(run, step=0)
@@ -142,9 +151,40 @@ class LocalTrainer:
             await self._sync_weights(engine, policy)
             self.console.print(f"resumed from {resumed_from} at step {state.step}")
         records = RunRecords(self.run_dir, plan.records, steps=plan.step.steps, start=state.step,
-                             eval_sets=[e.name for e in self.eval_sets], console=self.console, hook=hook)
+                             eval_sets=[e.name for e in self.eval_sets], console=self.console, hook=hook,
+                             stage_names=self.stage_names)
         return _Run(state=state, engine=engine, loaded=loaded, records=records, agent_config=plan.agent,
                     rollout=plan.rollout)
+
+    def _starts_fresh(self) -> bool:
+        """No checkpoint to resume from and eval sets to evaluate: the run begins with its evaluations."""
+        root = self._checkpoint_root()
+        return bool(self.eval_sets) and (root is None or latest_checkpoint(root) is None)
+
+    async def _evaluate_baseline(self) -> list[tuple[str, EvalReport, int, int]]:
+        """The baseline model on every eval set, in an engine of its own, closed before training starts. Its
+        episodes are kept in the eval cache by the weights' digest like the start model's (`_kept_evaluation`)."""
+        assert self.baseline is not None
+        spec = resolve_model(self.baseline)
+        with self.console.status(f"loading the baseline model {spec.name}"):
+            loaded = await to_thread(spec.load, device=self.device, dtype=torch.float32)
+            engine = await self._open_engine(loaded)
+        reports = []
+        rollout = self.plan.rollout
+        try:
+            for eval_set in self.eval_sets:
+                kept = self._kept_evaluation(eval_set, rollout, model=self.baseline, loaded=loaded)
+                self.console.print(f"evaluating the baseline {spec.name} on {eval_set.name}")
+                report = await evaluate(eval_set.tasks, engine=engine, n=eval_set.n, agent_config=eval_set.agent,
+                                        rollout=rollout, seed=self.plan.step.seed, console=self.console,
+                                        trajectory_dir=kept[0] if kept else None, model=kept[1] if kept else None)
+                reports.append((eval_set.name, report, eval_set.n, len(eval_set.tasks)))
+        finally:
+            with contextlib.suppress(Exception):
+                await engine.close()
+        del loaded, engine
+        return_freed_memory()
+        return reports
 
     def _sampler(self) -> Sampler:
         """Uniform passes over the tasks, or the tier curriculum."""
@@ -263,23 +303,35 @@ class LocalTrainer:
             await _free_memory(run.engine)
         run.records.evaluation(step, reports)
 
-    def _kept_evaluation(self, eval_set: EvalSet, rollout: RolloutConfig) -> tuple[Path, str] | None:
-        """The folder the before-training evaluation of `eval_set` keeps its episodes in, and the name of the
-        weights it evaluates (for the evaluation's settings journal); None without an eval cache or when the start
-        model is not a folder. The folder's name covers everything the episodes depend on: the weights' bytes,
-        the device and its precision, the tasks, n, the seed, the agent's settings and the reward's shape."""
-        if self.eval_cache is None or not isinstance(self.model_spec, HFFolder):
+    def _kept_evaluation(self, eval_set: EvalSet, rollout: RolloutConfig, *, model: ModelLike | None = None,
+                         loaded: LoadedModel | None = None) -> tuple[Path, str] | None:
+        """The folder the before-training evaluation of `model` (default: the start model) on `eval_set` keeps
+        its episodes in, and the name of the weights it evaluates (for the evaluation's settings journal); None
+        without an eval cache, or when the model is neither a folder nor `loaded` (weights in memory to digest).
+        The folder's name covers everything the episodes depend on: the weights' bytes, the device and its
+        precision, the tasks, n, the seed, the agent's settings and the reward's shape."""
+        model = self.model_spec if model is None else model
+        if self.eval_cache is None:
             return None
         weights = hashlib.sha256()
-        for path in sorted(Path(self.model_spec.path).iterdir()):
-            if path.is_file():
-                weights.update(path.name.encode() + b"\0" + path.read_bytes())
-        model = f"{self.model_spec.path}@{weights.hexdigest()[:16]}"
+        if isinstance(model, HFFolder):
+            for path in sorted(Path(model.path).iterdir()):
+                if path.is_file():
+                    weights.update(path.name.encode() + b"\0" + path.read_bytes())
+            label = model.path
+        elif loaded is not None:
+            for key, tensor in sorted(loaded.state_dict.items()):
+                weights.update(key.encode() + b"\0" + str(tensor.dtype).encode() + b"\0")
+                weights.update(tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            label = loaded.name
+        else:
+            return None
+        name = f"{label}@{weights.hexdigest()[:16]}"
         key = json.dumps([weights.hexdigest(), self.device, str(compute_dtype(self.plan.policy.bf16, self.device)),
                           eval_set.name, [t.name for t in eval_set.tasks], eval_set.n, self.plan.step.seed,
                           dataclasses.asdict(eval_set.agent), rollout.reward_shape, rollout.flagged_episodes],
                          sort_keys=True, default=str)
-        return self.eval_cache / hashlib.sha256(key.encode()).hexdigest()[:20], model
+        return self.eval_cache / hashlib.sha256(key.encode()).hexdigest()[:20], name
 
     async def _sync_weights(self, engine: Engine, policy: Policy) -> float:
         started = time.monotonic()
