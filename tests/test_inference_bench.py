@@ -153,7 +153,8 @@ def test_engine_bounds_times_each_kind_of_call_in_place_on_a_tiny_model() -> Non
     assert set(floors) == {"decode_16_ragged_rows", "decode_32_ragged_rows", "prefill_1024_tokens"}
     for entry in floors.values():
         assert entry["floor_ms"] == max(entry["bandwidth_ms"], entry["compute_ms"]) > 0
-        assert entry["ratio"] == pytest.approx(entry["step_ms"] / entry["floor_ms"], rel=0.02)
+        # the bench rounds the ratio to two decimals: a tiny model's ratio can be below 0.1
+        assert entry["ratio"] == pytest.approx(entry["step_ms"] / entry["floor_ms"], rel=0.02, abs=0.005)
     # twice the rows: the same weights, more K/V and FLOPs
     assert floors["decode_32_ragged_rows"]["bytes_mb"] > floors["decode_16_ragged_rows"]["bytes_mb"]
     assert floors["decode_32_ragged_rows"]["gflop"] > floors["decode_16_ragged_rows"]["gflop"]
