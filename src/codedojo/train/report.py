@@ -14,6 +14,8 @@ from typing import Any
 from codedojo.train.observability import read_metrics
 
 MAX_EPISODES = 400
+STAGE_NAMES = ("baseline", "start", "trained")
+"""What a summary calls the baseline, the start model and the trained model unless the run names them."""
 CHARTS = (
     ("sft/loss", "supervised loss"),
     ("rollout/reward_mean", "train reward (mean over valid episodes)"),
@@ -108,7 +110,7 @@ def _svg_bars(title: str, bars: list[tuple[str, float, float | None]], *, width:
 def stage_bars(summary: dict[str, Any]) -> list[str]:
     """learning.json's per-set pass@1 of the baseline, the start and the trained model as bar charts with
     +- one standard error, one chart per eval set that has a baseline or a before and after."""
-    names = summary.get("stage_names") or ("baseline", "start", "trained")
+    names = summary.get("stage_names") or STAGE_NAMES
     charts = []
     for name, entry in summary.get("eval", {}).items():
         bars = []
@@ -148,7 +150,7 @@ def learning_lines(summary: dict[str, Any]) -> list[str]:
                 f"{diff['tasks']} tasks): {noise_words(diff['mean'], diff['stderr'])}")
 
     lines = []
-    base_name, start_name, trained_name = summary.get("stage_names") or ("baseline", "start", "trained")
+    base_name, start_name, trained_name = summary.get("stage_names") or STAGE_NAMES
     for name, entry in summary["eval"].items():
         before, after, base = entry.get("before"), entry.get("after"), entry.get("baseline")
         if base is None and before is not None and after is not None:  # no baseline: the one-line form

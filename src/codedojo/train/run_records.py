@@ -33,7 +33,7 @@ from codedojo.train.health import Finding, check_evaluation, check_step
 from codedojo.train.health import report as health_report
 from codedojo.train.observability import MetricsLog, Trace
 from codedojo.train.plan import RecordsPlan
-from codedojo.train.report import learning_lines
+from codedojo.train.report import STAGE_NAMES, learning_lines
 from codedojo.train.samples import slime_sample
 
 
@@ -42,7 +42,7 @@ class RunRecords:
 
     def __init__(self, run_dir: Path, plan: RecordsPlan, *, steps: int, eval_sets: Sequence[str], start: int,
                  console: Console, hook: Callable[..., Any] | None,
-                 stage_names: tuple[str, str, str] = ("baseline", "start", "trained")) -> None:
+                 stage_names: tuple[str, str, str] = STAGE_NAMES) -> None:
         """`hook`: the rollout-log hook, `load_hook(plan.rollout_log_function)` (the caller loads it before anything
         slow, so a bad path fails at once)."""
         self.run_dir, self.plan, self.steps, self.console = run_dir, plan, steps, console
@@ -110,9 +110,7 @@ class RunRecords:
             data = report.to_dict()
             self._baselines[name] = (model, report)
             write_text_atomic(self._baseline_file(name), json.dumps({"model": model, **data}))
-            prefix = f"baseline/{name}"
-            results.update({f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
-                            f"{prefix}/tasks": float(tasks), f"{prefix}/wall_sec": data["wall_sec"]})
+            results.update(_headline(f"baseline/{name}", data, tasks=tasks))
             p1 = data["pass@1"]
             self.console.print(f"eval {name}, the {self.stage_names[0]} {model}: pass@1 "
                                f"{'-' if p1 is None else f'{p1:.3f}'} over {tasks} tasks")
@@ -121,8 +119,7 @@ class RunRecords:
     def _eval_set(self, name: str, report: EvalReport, *, step: int, n: int, tasks: int) -> dict[str, Any]:
         data = report.to_dict()
         prefix = f"eval/{name}"
-        results: dict[str, Any] = {f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
-                                   f"{prefix}/tasks": float(tasks), f"{prefix}/wall_sec": data["wall_sec"]}
+        results = _headline(prefix, data, tasks=tasks)
         if n > 1:
             results[f"{prefix}/pass@{n}"] = data[f"pass@{n}"]
         for status, count in report.statuses.items():
@@ -274,3 +271,9 @@ class RunRecords:
             f"loss {m.get('train/loss', 0.0):+.4f} clip {m.get('train/clip_frac', 0.0):.3f} "
             f"mismatch {m.get('train/train_rollout_logprob_abs_diff', 0.0):.2e} "
             f"({m['perf/rollout_seconds']:.0f}s rollout, {m.get('perf/train_seconds', 0.0):.0f}s train)")
+
+
+def _headline(prefix: str, data: dict[str, Any], *, tasks: int) -> dict[str, Any]:
+    """An evaluation's pass@1, its standard error, task count and wall time as metrics under `prefix`."""
+    return {f"{prefix}/pass@1": data["pass@1"], f"{prefix}/pass@1_stderr": data["pass@1_stderr"],
+            f"{prefix}/tasks": float(tasks), f"{prefix}/wall_sec": data["wall_sec"]}

@@ -44,6 +44,7 @@ from codedojo.train.observability import load_hook
 from codedojo.train.optim import build_optimizer, build_scheduler
 from codedojo.train.plan import TrainPlan
 from codedojo.train.policy import Policy
+from codedojo.train.report import STAGE_NAMES
 from codedojo.train.rollout_metrics import rollout_metrics
 from codedojo.train.run_records import RunRecords
 from codedojo.train.samples import TrainSample, build_batch
@@ -82,7 +83,7 @@ class LocalTrainer:
     def __init__(self, *, model: ModelLike, tasks: list[Task], plan: TrainPlan, run_dir: Path, device: str,
                  eval_sets: list[EvalSet] | None = None, engine_factory: EngineFactory | None = None,
                  console: Console | None = None, eval_cache: Path | None = None, baseline: ModelLike | None = None,
-                 stage_names: tuple[str, str, str] = ("baseline", "start", "trained")) -> None:
+                 stage_names: tuple[str, str, str] = STAGE_NAMES) -> None:
         self.model_spec = model
         self.tasks = tasks
         self.plan = plan
