@@ -37,8 +37,20 @@ def steps(metrics: Path) -> list[dict[str, Any]]:
             "rollout_sampled_tok_s": round(row.get("perf/rollout_sampled_tokens_per_sec", 0.0), 1),
             "rss_gib": round(row.get("perf/rss_gib", 0.0), 2),
             "peak_rss_gib": round(row.get("perf/peak_rss_gib", 0.0), 2),
+            **engine_time(row),
         })
     return out
+
+
+def engine_time(row: dict[str, Any]) -> dict[str, Any]:
+    """Where the step's rollout went in the local engine (rows written before the engine kept time have none)."""
+    if "perf/engine_step_seconds" not in row:
+        return {}
+    return {"engine_prefill_step_s": round(row["perf/engine_prefill_step_seconds"], 1),
+            "engine_decode_step_s": round(row["perf/engine_decode_step_seconds"], 1),
+            "engine_idle_s": round(row["perf/engine_idle_seconds"], 1),
+            "engine_prefill_tokens": int(row["rollout/engine_prefill_tokens"]),
+            "engine_decode_tokens": int(row["rollout/engine_decode_tokens"])}
 
 
 def sft(cache: Path) -> dict[str, Any] | None:

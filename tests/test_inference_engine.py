@@ -144,6 +144,25 @@ def test_group_prefills_a_shared_prompt_once(engine: LocalEngine) -> None:
     assert stats["prefill_tokens"] == 120 + 7
 
 
+def test_stats_say_where_the_engine_time_went(loaded: LoadedModel) -> None:
+    engine = LocalEngine(loaded.engine_model(), loaded.tokenizer)
+    params = SamplingParams(temperature=0.0, max_new_tokens=6, ignore_eos=True)
+
+    async def run():
+        await engine.generate(prompt_of(40, seed=8), params)
+        first = await engine.stats()
+        second = await engine.stats()  # between the two the worker waited with nothing to step
+        await engine.close()
+        return first, second
+
+    first, second = asyncio.run(run())
+    assert first["steps"] == 6 and first["prefill_tokens"] == 40 and first["decode_tokens"] == 5
+    # one prefill step, then five decode-only steps: both kinds took time, and the split adds up
+    assert 0 < first["prefill_step_seconds"] < first["step_seconds"]
+    assert second["step_seconds"] == first["step_seconds"]
+    assert second["idle_seconds"] > first["idle_seconds"] >= 0
+
+
 def test_evicted_sessions_are_recomputed_transparently(loaded: LoadedModel, hf) -> None:
     # A budget of 4 rows x 256 positions leaves no room to park anything while a row is allocated.
     engine = LocalEngine(loaded.engine_model(), loaded.tokenizer, kv_budget_tokens=1100)

@@ -192,7 +192,13 @@ def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
     rows = [{"step": 0, "kind": "eval", "eval/held-out/pass@1": 0.25},
             {"step": 0, "kind": "train", "rollout/reward_mean": 0.5, "rollout/mixed_group_frac": 0.5,
              "rollout/turns_mean": 4.0, "perf/rollout_seconds": 80.04, "perf/train_seconds": 60.0,
-             "perf/rollout_sampled_tokens_per_sec": 30.0, "perf/rss_gib": 3.666, "perf/peak_rss_gib": 7.1}]
+             "perf/rollout_sampled_tokens_per_sec": 30.0, "perf/rss_gib": 3.666, "perf/peak_rss_gib": 7.1},
+            {"step": 1, "kind": "train", "rollout/reward_mean": 0.25, "rollout/mixed_group_frac": 0.0,
+             "rollout/turns_mean": 3.0, "perf/rollout_seconds": 50.0, "perf/train_seconds": 0.0,
+             "perf/rollout_sampled_tokens_per_sec": 40.0, "perf/rss_gib": 3.7, "perf/peak_rss_gib": 7.1,
+             "perf/engine_step_seconds": 45.04, "perf/engine_prefill_step_seconds": 30.01,
+             "perf/engine_decode_step_seconds": 15.03, "perf/engine_idle_seconds": 4.0,
+             "rollout/engine_prefill_tokens": 9000.0, "rollout/engine_decode_tokens": 2000.0}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "learning.json").write_text(json.dumps({"train_reward": [0.5]}))
     (tmp_path / "cache" / "sft" / "k").mkdir(parents=True)
@@ -205,7 +211,12 @@ def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
     assert result["training_precision"] == "float32"
     assert result["grpo_steps"] == [{"step": 1, "reward_mean": 0.5, "mixed_group_frac": 0.5, "turns_mean": 4.0,
                                      "rollout_s": 80.0, "train_s": 60.0, "rollout_sampled_tok_s": 30.0,
-                                     "rss_gib": 3.67, "peak_rss_gib": 7.1}]
+                                     "rss_gib": 3.67, "peak_rss_gib": 7.1},
+                                    {"step": 2, "reward_mean": 0.25, "mixed_group_frac": 0.0, "turns_mean": 3.0,
+                                     "rollout_s": 50.0, "train_s": 0.0, "rollout_sampled_tok_s": 40.0,
+                                     "rss_gib": 3.7, "peak_rss_gib": 7.1, "engine_prefill_step_s": 30.0,
+                                     "engine_decode_step_s": 15.0, "engine_idle_s": 4.0,
+                                     "engine_prefill_tokens": 9000, "engine_decode_tokens": 2000}]
     assert result["sft"] == {"tokens": 1000, "seconds": 10.0, "tokens_per_sec": 100.0}
     assert result["wall_clock"] == "38:28.30" and result["peak_rss_gib"] == 10.54
     assert result["learning"] == {"train_reward": [0.5]}

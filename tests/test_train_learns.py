@@ -109,6 +109,12 @@ def test_grpo_raises_the_success_rate(tmp_path: Path) -> None:
     run = TrainConfig(model=CommandPolicyModel(), dataset=AgentTaskDataset(path), recipe=recipe,
                       run_dir=tmp_path / "run", device="cpu").launch()
     after = success_rate(run.run_dir / "final")
-    rewards = [json.loads(x)["rollout/reward_mean"] for x in run.metrics_path.read_text().splitlines()]
+    rows = [json.loads(x) for x in run.metrics_path.read_text().splitlines()]
+    rewards = [row["rollout/reward_mean"] for row in rows]
+    for row in rows:  # where each rollout's seconds went in the local engine (issue 40's measure)
+        assert 0 < row["perf/engine_prefill_step_seconds"] <= row["perf/engine_step_seconds"]
+        assert row["perf/engine_decode_step_seconds"] >= 0 and row["perf/engine_idle_seconds"] >= 0
+        assert 0 < row["perf/engine_busy_frac"] <= 1 and 0 <= row["perf/engine_idle_frac"] <= 1
+        assert row["rollout/engine_prefill_tokens"] >= row["rollout/valid"]
     assert before <= 0.3, f"the untrained policy should rarely succeed, got {before:.2f}"
     assert after >= before + 0.4, f"GRPO moved success from {before:.2f} only to {after:.2f} (rewards {rewards})"

@@ -27,6 +27,7 @@ import asyncio
 import queue
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +167,8 @@ class LocalEngine:
         self._seeds = torch.Generator().manual_seed(secrets.randbits(62) if seed is None else seed)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
+        self.idle_seconds = 0.0
+        """Wall seconds the worker waited for a command with nothing to step (written by the worker)."""
         self._post_lock = threading.Lock()  # nothing is posted after _Close, so nothing waits forever
         self._worker = threading.Thread(target=self._run, name="codedojo-engine", daemon=True)
         release_omp_threads()  # the caller's pool (it built the model): only the worker's should remain
@@ -337,6 +340,9 @@ class LocalEngine:
                 "prefix_cache_entries": len(s.cached),
                 "prefix_cache_tokens": sum(len(e.tokens) for e in s.cached),
                 "paused": self.paused,
+                "step_seconds": s.step_seconds,
+                "prefill_step_seconds": s.prefill_step_seconds,
+                "idle_seconds": self.idle_seconds,
                 **s.counters,
             }
 
@@ -497,11 +503,14 @@ class LocalEngine:
 
     def _wait(self) -> Any:
         """The next command; the worker frees its OpenMP pool if none comes within IDLE_RELEASE_SECONDS."""
+        started = time.perf_counter()
         try:
             return self._inbox.get(timeout=IDLE_RELEASE_SECONDS)
         except queue.Empty:
             release_omp_threads()
             return self._inbox.get()
+        finally:
+            self.idle_seconds += time.perf_counter() - started
 
 
 def deliver_to(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Callable[[Any], None]:

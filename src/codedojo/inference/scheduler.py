@@ -24,6 +24,7 @@ Invariants (the scheduler is single-threaded: only the engine's worker thread to
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -164,6 +165,10 @@ class Scheduler:
         }
         self.kv_peak_tokens = 0
         """Most KV positions held at once (allocated rows plus parked sessions)."""
+        self.step_seconds = 0.0
+        """Wall seconds spent in steps (the forward pass, sampling and delivery), since the scheduler began."""
+        self.prefill_step_seconds = 0.0
+        """The part of `step_seconds` spent in steps that prefilled at least one chunk (the rest decoded only)."""
 
     # ----- commands -------------------------------------------------------------------------------
 
@@ -260,6 +265,15 @@ class Scheduler:
             self._admit()
         if not self.rows:
             return
+        started = time.perf_counter()
+        prefilled = self._step()
+        seconds = time.perf_counter() - started
+        self.step_seconds += seconds
+        if prefilled:
+            self.prefill_step_seconds += seconds
+
+    def _step(self) -> bool:
+        """One forward pass over the running rows; True when it prefilled a chunk."""
         decode, prefills, sampled = [], [], []
         for row, request in enumerate(self.rows):
             if not request.prefilling:
@@ -308,6 +322,7 @@ class Scheduler:
                 done.append((row, reason))
         for row, reason in sorted(done, reverse=True):
             self._finish(row, reason, park=True)
+        return bool(prefills)
 
     def _finish_reason(self, request: Request, token: int) -> FinishReason | None:
         if token in request.stop_token_ids:

@@ -26,6 +26,7 @@ CHARTS = (
     ("train/train_rollout_logprob_abs_diff", "trainer vs sampler |logprob diff|"),
     ("rollout/turns_mean", "turns per episode"),
     ("perf/step_seconds", "seconds per step"),
+    ("perf/engine_idle_frac", "engine idle during the rollout (share: every episode on its sandbox)"),
 )
 
 

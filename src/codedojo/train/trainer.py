@@ -27,6 +27,7 @@ import torch
 from rich.console import Console
 
 from codedojo.agent.loop import AgentConfig
+from codedojo.inference.engine import LocalEngine
 from codedojo.inference.protocol import Engine
 from codedojo.inference.specs import HFFolder, LoadedModel, ModelLike, resolve_model
 from codedojo.memory import peak_rss_gib, return_freed_memory, rss_gib
@@ -75,6 +76,9 @@ class _Run:
     records: RunRecords
     agent_config: AgentConfig
     rollout: RolloutConfig
+    engine_time: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The last rollout's engine seconds and tokens (`_engine_time` after minus before; empty for an engine
+    that does not count them)."""
 
 
 class LocalTrainer:
@@ -226,6 +230,7 @@ class LocalTrainer:
             await _free_memory(run.engine)  # the rollout's KV is stale once the weights change
         samples_records = records.episodes(step, episodes)
         samples, row = self._batch(episodes, samples_records, rollout_seconds=rollout_seconds)
+        row.update(engine_time_metrics(run.engine_time, rollout_seconds=rollout_seconds))
         if isinstance(state.sampler, CurriculumSampler):
             row.update(state.sampler.record([(tier_of(e.request.task), e.reward) for e in episodes
                                              if e.reward is not None]))
@@ -285,11 +290,15 @@ class LocalTrainer:
         requests = [EpisodeRequest(task=self.tasks[t], group=g, sample=s,
                                    seed=(plan.seed * 1_000_003 + step * 10_007 + g * 101 + s) % 2**31)
                     for g, t in enumerate(picked) for s in range(plan.samples_per_task)]
+        before = await _engine_time(run.engine)
         started = time.monotonic()
         episodes = await run_episodes_with_progress(requests, label=f"step {step + 1}/{plan.steps} episodes",
                                                     console=self.console, engine=run.engine,
                                                     agent_config=run.agent_config, rollout=run.rollout)
-        return episodes, time.monotonic() - started
+        seconds = time.monotonic() - started
+        after = await _engine_time(run.engine)
+        run.engine_time = {k: after[k] - before[k] for k in after} if before and after else {}
+        return episodes, seconds
 
     async def _evaluate(self, run: _Run, *, step: int) -> None:
         """Every eval set after `step` steps: pass@1 (and pass@n), statuses, the gain since the first."""
@@ -350,3 +359,31 @@ async def _free_memory(engine: Engine) -> None:
     so a run's footprint stays that of its largest phase instead of growing step by step."""
     await engine.flush_cache()
     return_freed_memory()
+
+
+ENGINE_TIME_KEYS = ("step_seconds", "prefill_step_seconds", "idle_seconds", "prefill_tokens", "decode_tokens")
+
+
+async def _engine_time(engine: Engine) -> dict[str, float]:
+    """The local engine's running totals of step, prefill-step and idle seconds and of computed tokens; empty
+    for an engine that keeps none (a scripted policy, a remote server)."""
+    if not isinstance(engine, LocalEngine):
+        return {}
+    stats = await engine.stats()
+    return {k: float(stats[k]) for k in ENGINE_TIME_KEYS}
+
+
+def engine_time_metrics(spent: dict[str, float], *, rollout_seconds: float) -> dict[str, float]:
+    """Where a rollout's seconds went in the engine: stepping (prefill steps and decode-only steps), idle (no
+    row to step: every episode waited on its sandbox or the agent loop), and the rest (commands between
+    steps); as seconds and as shares of the rollout."""
+    if not spent:
+        return {}
+    busy, idle = spent["step_seconds"], spent["idle_seconds"]
+    wall = max(rollout_seconds, 1e-9)
+    return {"perf/engine_step_seconds": busy, "perf/engine_prefill_step_seconds": spent["prefill_step_seconds"],
+            "perf/engine_decode_step_seconds": busy - spent["prefill_step_seconds"],
+            "perf/engine_idle_seconds": idle, "perf/engine_busy_frac": min(busy / wall, 1.0),
+            "perf/engine_idle_frac": min(idle / wall, 1.0),
+            "rollout/engine_prefill_tokens": spent["prefill_tokens"],
+            "rollout/engine_decode_tokens": spent["decode_tokens"]}
