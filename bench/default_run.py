@@ -50,7 +50,8 @@ def engine_time(row: dict[str, Any]) -> dict[str, Any]:
             "engine_decode_step_s": round(row["perf/engine_decode_step_seconds"], 1),
             "engine_idle_s": round(row["perf/engine_idle_seconds"], 1),
             "engine_prefill_tokens": int(row["rollout/engine_prefill_tokens"]),
-            "engine_decode_tokens": int(row["rollout/engine_decode_tokens"])}
+            "engine_decode_tokens": int(row["rollout/engine_decode_tokens"]),
+            "engine_decode_rows_mean": round(row["perf/engine_decode_rows_mean"], 1)}
 
 
 def sft(cache: Path) -> dict[str, Any] | None:

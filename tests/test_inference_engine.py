@@ -157,6 +157,7 @@ def test_stats_say_where_the_engine_time_went(loaded: LoadedModel) -> None:
 
     first, second = asyncio.run(run())
     assert first["steps"] == 6 and first["prefill_tokens"] == 40 and first["decode_tokens"] == 5
+    assert first["decode_steps"] == 5
     # one prefill step, then five decode-only steps: both kinds took time, and the split adds up
     assert 0 < first["prefill_step_seconds"] < first["step_seconds"]
     assert second["step_seconds"] == first["step_seconds"]

@@ -198,7 +198,8 @@ def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
              "perf/rollout_sampled_tokens_per_sec": 40.0, "perf/rss_gib": 3.7, "perf/peak_rss_gib": 7.1,
              "perf/engine_step_seconds": 45.04, "perf/engine_prefill_step_seconds": 30.01,
              "perf/engine_decode_step_seconds": 15.03, "perf/engine_idle_seconds": 4.0,
-             "rollout/engine_prefill_tokens": 9000.0, "rollout/engine_decode_tokens": 2000.0}]
+             "rollout/engine_prefill_tokens": 9000.0, "rollout/engine_decode_tokens": 2000.0,
+             "perf/engine_decode_rows_mean": 9.26}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "learning.json").write_text(json.dumps({"train_reward": [0.5]}))
     (tmp_path / "cache" / "sft" / "k").mkdir(parents=True)
@@ -216,7 +217,8 @@ def test_default_run_summary_reads_a_run_directory(tmp_path: Path) -> None:
                                      "rollout_s": 50.0, "train_s": 0.0, "rollout_sampled_tok_s": 40.0,
                                      "rss_gib": 3.7, "peak_rss_gib": 7.1, "engine_prefill_step_s": 30.0,
                                      "engine_decode_step_s": 15.0, "engine_idle_s": 4.0,
-                                     "engine_prefill_tokens": 9000, "engine_decode_tokens": 2000}]
+                                     "engine_prefill_tokens": 9000, "engine_decode_tokens": 2000,
+                                     "engine_decode_rows_mean": 9.3}]
     assert result["sft"] == {"tokens": 1000, "seconds": 10.0, "tokens_per_sec": 100.0}
     assert result["wall_clock"] == "38:28.30" and result["peak_rss_gib"] == 10.54
     assert result["learning"] == {"train_reward": [0.5]}

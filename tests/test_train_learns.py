@@ -116,5 +116,6 @@ def test_grpo_raises_the_success_rate(tmp_path: Path) -> None:
         assert row["perf/engine_decode_step_seconds"] >= 0 and row["perf/engine_idle_seconds"] >= 0
         assert 0 < row["perf/engine_busy_frac"] <= 1 and 0 <= row["perf/engine_idle_frac"] <= 1
         assert row["rollout/engine_prefill_tokens"] >= row["rollout/valid"]
+        assert row["perf/engine_decode_rows_mean"] >= 0
     assert before <= 0.3, f"the untrained policy should rarely succeed, got {before:.2f}"
     assert after >= before + 0.4, f"GRPO moved success from {before:.2f} only to {after:.2f} (rewards {rewards})"

@@ -159,6 +159,7 @@ class Scheduler:
             "steps": 0,
             "prefill_tokens": 0,
             "decode_tokens": 0,
+            "decode_steps": 0,
             "cached_tokens": 0,
             "prompt_tokens": 0,
             "evictions": 0,
@@ -302,6 +303,7 @@ class Scheduler:
         top = top_logprobs(logits, [self.rows[row].sampling for row in sampled], tops) if any(tops) else None
         self.counters["steps"] += 1
         self.counters["decode_tokens"] += len(decode)
+        self.counters["decode_steps"] += bool(decode)
         for row, _, chunk in prefills:
             self.rows[row].kv_len += len(chunk)
             self.counters["prefill_tokens"] += len(chunk)

@@ -361,7 +361,8 @@ async def _free_memory(engine: Engine) -> None:
     return_freed_memory()
 
 
-ENGINE_TIME_KEYS = ("step_seconds", "prefill_step_seconds", "idle_seconds", "prefill_tokens", "decode_tokens")
+ENGINE_TIME_KEYS = ("step_seconds", "prefill_step_seconds", "idle_seconds", "prefill_tokens", "decode_tokens",
+                    "decode_steps")
 
 
 async def _engine_time(engine: Engine) -> dict[str, float]:
@@ -376,7 +377,8 @@ async def _engine_time(engine: Engine) -> dict[str, float]:
 def engine_time_metrics(spent: dict[str, float], *, rollout_seconds: float) -> dict[str, float]:
     """Where a rollout's seconds went in the engine: stepping (prefill steps and decode-only steps), idle (no
     row to step: every episode waited on its sandbox or the agent loop), and the rest (commands between
-    steps); as seconds and as shares of the rollout."""
+    steps); as seconds and as shares of the rollout; and the mean number of rows a decoding step carried (a
+    rollout's last episodes decode a row or two at a time while the others are done)."""
     if not spent:
         return {}
     busy, idle = spent["step_seconds"], spent["idle_seconds"]
@@ -386,4 +388,5 @@ def engine_time_metrics(spent: dict[str, float], *, rollout_seconds: float) -> d
             "perf/engine_idle_seconds": idle, "perf/engine_busy_frac": min(busy / wall, 1.0),
             "perf/engine_idle_frac": min(idle / wall, 1.0),
             "rollout/engine_prefill_tokens": spent["prefill_tokens"],
-            "rollout/engine_decode_tokens": spent["decode_tokens"]}
+            "rollout/engine_decode_tokens": spent["decode_tokens"],
+            "perf/engine_decode_rows_mean": spent["decode_tokens"] / max(spent["decode_steps"], 1.0)}
