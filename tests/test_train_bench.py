@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -268,3 +269,54 @@ def test_the_probe_suggests_start_shares_where_grpo_has_a_signal() -> None:
     assert probe.suggested_start(calibrated(1.0, 0.2, 0.0), group_size=4) == [0.0, 1.0, 0.0]
     assert probe.suggested_start(calibrated(1.0, 1.0, 0.0), group_size=4) is None
     assert probe.suggested_start({"guided/rollout": {"pass@1": 0.5}}, group_size=4) is None
+
+
+def test_fresh_clone_run_times_a_clone_of_head_and_writes_its_figures(tmp_path: Path) -> None:
+    """bench/fresh_clone_run.sh on a stand-in repository: its `./dev run` writes a run directory and its `time`
+    writes GNU time's two lines; the script must clone HEAD (not the uncommitted change), pass the run directory
+    and the extra arguments, use an empty cache, and write OUT.json from bench/default_run.py's figures."""
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    for name in ("fresh_clone_run.sh", "default_run.py"):
+        (repo / "bench" / name).write_text((BENCH / name).read_text())
+    (repo / "bench" / "fresh_clone_run.sh").chmod(0o755)
+    dev = repo / "dev"
+    dev.write_text(f"""#!/usr/bin/env bash
+set -euo pipefail
+mkdir -p .venv/bin && printf '#!/bin/sh\\nexec {sys.executable} "$@"\\n' > .venv/bin/python && chmod +x .venv/bin/python
+[[ $1 == run && $2 == --run-dir ]] || exit 9
+run=$3; shift 3
+mkdir -p "$run" "$CODEDOJO_CACHE_DIR"
+[[ -z $(ls -A "$CODEDOJO_CACHE_DIR") ]] || exit 8
+echo '{{"recipe": {{"bf16": false}}, "device": "cpu"}}' > "$run/config.json"
+echo '{{"step": 0, "kind": "train", "rollout/reward_mean": 0.5}}' > "$run/metrics.jsonl"
+printf '{{"args": "%s", "marker": "%s"}}' "$*" "$(cat marker)" > "$run/learning.json"
+""")
+    dev.chmod(0o755)
+    (repo / "marker").write_text("committed")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    (repo / "marker").write_text("uncommitted")
+    timer = tmp_path / "time"
+    timer.write_text("""#!/usr/bin/env bash
+[[ $1 == -v && $2 == -o ]] || exit 7
+log=$3; shift 3
+"$@"; status=$?
+printf '\\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02.50\\n' > "$log"
+printf '\\tMaximum resident set size (kbytes): 2097152\\n' >> "$log"
+exit $status
+""")
+    timer.chmod(0o755)
+    out = tmp_path / "out.json"
+    done = subprocess.run([str(repo / "bench" / "fresh_clone_run.sh"), str(out), "--eval-size", "48x2"],
+                          capture_output=True, text=True, env={**os.environ, "TIME_BIN": str(timer),
+                                                               "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "uncommitted changes" in done.stderr
+    result = json.loads(out.read_text())
+    assert result["learning"] == {"args": "--eval-size 48x2", "marker": "committed"}
+    assert result["wall_clock"] == "1:02.50" and result["peak_rss_gib"] == 2.0
+    assert result["grpo_steps"][0]["reward_mean"] == 0.5 and result["command"].endswith("--eval-size 48x2")
+    assert len(result["commit"]) >= 7 and result["cores"] == os.cpu_count() and result["cpu"]
