@@ -375,10 +375,10 @@ async def _engine_time(engine: Engine) -> dict[str, float]:
 
 
 def engine_time_metrics(spent: dict[str, float], *, rollout_seconds: float) -> dict[str, float]:
-    """Where a rollout's seconds went in the engine: stepping (prefill steps and decode-only steps), idle (no
-    row to step: every episode waited on its sandbox or the agent loop), and the rest (commands between
-    steps); as seconds and as shares of the rollout; and the mean number of rows a decoding step carried (a
-    rollout's last episodes decode a row or two at a time while the others are done)."""
+    """Where a rollout's seconds went in the engine: stepping (prefill steps and decode-only steps) and idle (no
+    row to step: every open episode waited on its sandbox or the agent loop), as seconds and as shares of the
+    rollout (what neither covers is the worker handling commands between steps); the tokens it computed; and
+    the mean number of rows a decoding step carried (a rollout's last episodes decode a row or two at a time)."""
     if not spent:
         return {}
     busy, idle = spent["step_seconds"], spent["idle_seconds"]
