@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from codedojo.rollout.episodes import RolloutConfig
 from codedojo.sandbox.base import SandboxLimits
 from codedojo.tasks.task import Task, discover_tasks
 from codedojo.trial import EpisodeStatus, NopAgent, OracleAgent, TrialOptions, TrialResult, run_trial
@@ -84,10 +85,21 @@ def _host_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+LOST_OUTPUT = "lost the output of a command"
+"""The docker backend's SandboxError when podman's exec stream ends empty (seen under heavy load only): an
+infrastructure failure, which the rollout retries (`RolloutConfig.max_infra_retries`) and so does this test."""
+
+
 def _both(task: Task, options: TrialOptions) -> tuple[TrialResult, TrialResult]:
+    async def attempt(agent: Any) -> TrialResult:
+        for _ in range(RolloutConfig().max_infra_retries):
+            result = await run_trial(task, agent, options=options)
+            if LOST_OUTPUT not in (result.error or ""):
+                return result
+        return await run_trial(task, agent, options=options)
+
     async def go() -> tuple[TrialResult, TrialResult]:
-        return (await run_trial(task, OracleAgent(), options=options),
-                await run_trial(task, NopAgent(), options=options))
+        return await attempt(OracleAgent()), await attempt(NopAgent())
 
     return asyncio.run(go())
 
