@@ -26,6 +26,7 @@ from codedojo.inference.specs import LoadedModel
 from codedojo.rollout.episodes import RolloutConfig
 from codedojo.rollout.evaluation import evaluate
 from codedojo.tasks.task import Task, examples_dir
+from codedojo.train.trainer import engine_time_metrics
 
 COMMANDS = ["```bash\necho world > hello.txt\n```", "```bash\nls\n```", "```bash\necho hello > hello.txt\n```",
             "```bash\ntouch hello.txt\n```", "```bash\npwd\n```", "```bash\necho word > hello.txt\n```"]
@@ -112,10 +113,22 @@ def test_grpo_raises_the_success_rate(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in run.metrics_path.read_text().splitlines()]
     rewards = [row["rollout/reward_mean"] for row in rows]
     for row in rows:  # where each rollout's seconds went in the local engine (issue 40's measure)
-        assert 0 < row["perf/engine_prefill_step_seconds"] <= row["perf/engine_step_seconds"]
-        assert row["perf/engine_decode_step_seconds"] >= 0 and row["perf/engine_idle_seconds"] >= 0
+        # one sampled token a turn comes out of the prefill step itself: no step of these rollouts decodes
+        assert row["perf/engine_prefill_step_seconds"] == row["perf/engine_step_seconds"] > 0
+        assert row["perf/engine_decode_step_seconds"] == 0.0 and row["rollout/engine_decode_tokens"] == 0.0
+        assert row["perf/engine_decode_rows_mean"] == 0.0 and row["perf/engine_idle_seconds"] >= 0
         assert 0 < row["perf/engine_busy_frac"] <= 1 and 0 <= row["perf/engine_idle_frac"] <= 1
         assert row["rollout/engine_prefill_tokens"] >= row["rollout/valid"]
-        assert row["perf/engine_decode_rows_mean"] >= 0
     assert before <= 0.3, f"the untrained policy should rarely succeed, got {before:.2f}"
     assert after >= before + 0.4, f"GRPO moved success from {before:.2f} only to {after:.2f} (rewards {rewards})"
+
+
+def test_engine_time_metrics_split_a_rollout_by_hand() -> None:
+    spent = {"step_seconds": 30.0, "prefill_step_seconds": 12.0, "idle_seconds": 6.0, "prefill_tokens": 4480.0,
+             "decode_tokens": 2600.0, "decode_steps": 200.0}
+    assert engine_time_metrics(spent, rollout_seconds=40.0) == {
+        "perf/engine_step_seconds": 30.0, "perf/engine_prefill_step_seconds": 12.0,
+        "perf/engine_decode_step_seconds": 18.0, "perf/engine_idle_seconds": 6.0, "perf/engine_busy_frac": 0.75,
+        "perf/engine_idle_frac": 0.15, "rollout/engine_prefill_tokens": 4480.0,
+        "rollout/engine_decode_tokens": 2600.0, "perf/engine_decode_rows_mean": 13.0}
+    assert engine_time_metrics({}, rollout_seconds=40.0) == {}  # an engine that keeps no totals logs nothing

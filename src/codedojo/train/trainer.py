@@ -76,9 +76,6 @@ class _Run:
     records: RunRecords
     agent_config: AgentConfig
     rollout: RolloutConfig
-    engine_time: dict[str, float] = dataclasses.field(default_factory=dict)
-    """The last rollout's engine seconds and tokens (`_engine_time` after minus before; empty for an engine
-    that does not count them)."""
 
 
 class LocalTrainer:
@@ -226,11 +223,11 @@ class LocalTrainer:
         started = time.monotonic()
         state, records, trace = run.state, run.records, run.records.trace
         with trace.span("rollout", step=step):
-            episodes, rollout_seconds = await self._rollout(run, step)
+            episodes, rollout_seconds, engine_time = await self._rollout(run, step)
             await _free_memory(run.engine)  # the rollout's KV is stale once the weights change
         samples_records = records.episodes(step, episodes)
         samples, row = self._batch(episodes, samples_records, rollout_seconds=rollout_seconds)
-        row.update(engine_time_metrics(run.engine_time, rollout_seconds=rollout_seconds))
+        row.update(engine_time_metrics(engine_time, rollout_seconds=rollout_seconds))
         if isinstance(state.sampler, CurriculumSampler):
             row.update(state.sampler.record([(tier_of(e.request.task), e.reward) for e in episodes
                                              if e.reward is not None]))
@@ -284,7 +281,9 @@ class LocalTrainer:
         path = Path(self.plan.records.save)
         return path if path.is_absolute() else self.run_dir / path
 
-    async def _rollout(self, run: _Run, step: int) -> tuple[list[Episode], float]:
+    async def _rollout(self, run: _Run, step: int) -> tuple[list[Episode], float, dict[str, float]]:
+        """The step's episodes, the rollout's wall seconds and what the engine spent on it (`_engine_time` after
+        minus before; empty for an engine that keeps no such totals)."""
         plan = self.plan.step
         picked = run.state.sampler.take(plan.tasks_per_step)
         requests = [EpisodeRequest(task=self.tasks[t], group=g, sample=s,
@@ -297,8 +296,7 @@ class LocalTrainer:
                                                     agent_config=run.agent_config, rollout=run.rollout)
         seconds = time.monotonic() - started
         after = await _engine_time(run.engine)
-        run.engine_time = {k: after[k] - before[k] for k in after} if before and after else {}
-        return episodes, seconds
+        return episodes, seconds, {k: after[k] - before[k] for k in after}
 
     async def _evaluate(self, run: _Run, *, step: int) -> None:
         """Every eval set after `step` steps: pass@1 (and pass@n), statuses, the gain since the first."""
